@@ -1,0 +1,41 @@
+// Builder: creates ops with result types computed by the shape rules.
+//
+//   Builder b(func);                       // appends at the end of func
+//   Value* y = b.add(x, b.constant(1.0f)); // convenience wrappers for common ops
+//   Value* z = *b.create(OpKind::Softmax, {y}, attrs);
+//
+// create() returns diagnostics instead of building an op whose operands do not fit.
+#pragma once
+
+#include "ir/ir.h"
+
+namespace kiln {
+
+class Builder {
+public:
+  explicit Builder(Func* func, Op* insertBefore = nullptr) : func_(func), before_(insertBefore) {}
+
+  void setInsertionPoint(Op* before) { before_ = before; }
+  void setLoc(Loc loc) { loc_ = std::move(loc); }
+  Func* func() const { return func_; }
+
+  // Generic creation with inferred result types. Ops whose result type cannot be inferred
+  // from operands and attributes (reshape, broadcast, constant, iota, range, weight) take
+  // it from `resultTypes`.
+  Result<Op*> create(OpKind kind, const std::vector<Value*>& operands, Attrs attrs = {},
+                     std::vector<Type> resultTypes = {});
+  // Creates without inference: the caller vouches for the result types (the parser does,
+  // and the verifier checks afterwards).
+  Op* createUnchecked(OpKind kind, const std::vector<Value*>& operands, Attrs attrs,
+                      std::vector<Type> resultTypes);
+
+  Value* constant(HostTensor value);
+  Value* scalar(ElemType elem, double v);
+
+private:
+  Func* func_;
+  Op* before_;
+  Loc loc_;
+};
+
+} // namespace kiln

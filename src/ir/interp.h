@@ -1,0 +1,26 @@
+// The reference interpreter: evaluates tensor-level functions in the most obvious way,
+// with wide accumulation (f64 for floats, int64 for integers). It is the oracle of every
+// differential test and the `ref` device.
+#pragma once
+
+#include <vector>
+
+#include "ir/host_tensor.h"
+#include "ir/ir.h"
+#include "ir/weights.h"
+
+namespace kiln {
+
+// Runs `f` on inputs (one per argument). Symbols are bound from the inputs' shapes and
+// checked against their ranges and divisibility; every result's shape is checked against
+// its type under that binding. Wrong input count, element type, rank or size, and
+// run-time failures (index out of range) are errors, never crashes.
+Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostTensor>& inputs,
+                                          WeightStore& weights);
+
+// Evaluates one op on concrete operands (used by constant folding). `resultTypes` give
+// element types and, for ops that need them, shapes (resolved with `binding`).
+Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,
+                                       const SymbolBinding& binding, WeightStore* weights);
+
+} // namespace kiln

@@ -1,0 +1,125 @@
+// Mutation of the IR that keeps use lists exact.
+#include "ir/ir.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+
+void Value::replaceAllUsesWith(Value* other) {
+  if (other == this) return;
+  while (!uses_.empty()) {
+    Use u = uses_.back();
+    u.user->setOperand(u.operandIndex, other);
+  }
+}
+
+Op::Op(OpKind kind, std::vector<Type> resultTypes, Attrs attrs, Loc loc)
+    : kind_(kind), attrs_(std::move(attrs)), loc_(std::move(loc)) {
+  for (size_t i = 0; i < resultTypes.size(); ++i) {
+    auto v = std::make_unique<Value>();
+    v->type_ = std::move(resultTypes[i]);
+    v->def_ = this;
+    v->index_ = static_cast<unsigned>(i);
+    results_.push_back(std::move(v));
+  }
+}
+
+Op::~Op() { dropOperands(); }
+
+void Value::removeUse(Op* user, unsigned index) {
+  auto it = std::find(uses_.begin(), uses_.end(), Use{user, index});
+  if (it != uses_.end()) uses_.erase(it);
+}
+
+void Op::setOperand(size_t i, Value* v) {
+  if (operands_[i]) operands_[i]->removeUse(this, static_cast<unsigned>(i));
+  operands_[i] = v;
+  if (v) v->uses_.push_back({this, static_cast<unsigned>(i)});
+}
+
+void Op::addOperand(Value* v) {
+  operands_.push_back(nullptr);
+  setOperand(operands_.size() - 1, v);
+}
+
+void Op::setOperands(const std::vector<Value*>& vs) {
+  dropOperands();
+  for (Value* v : vs) addOperand(v);
+}
+
+void Op::dropOperands() {
+  for (size_t i = 0; i < operands_.size(); ++i)
+    if (operands_[i]) operands_[i]->removeUse(this, static_cast<unsigned>(i));
+  operands_.clear();
+}
+
+Value* Func::addArg(Type type, std::string name) {
+  auto v = std::make_unique<Value>();
+  v->type_ = std::move(type);
+  v->argOf_ = this;
+  v->index_ = static_cast<unsigned>(args_.size());
+  v->name_ = std::move(name);
+  args_.push_back(std::move(v));
+  return args_.back().get();
+}
+
+Op* Func::terminator() const {
+  if (ops_.empty() || !ops_.back()->has(kTerminator)) return nullptr;
+  return ops_.back().get();
+}
+
+Op* Func::insert(std::unique_ptr<Op> op, Op* before) {
+  Op* raw = op.get();
+  raw->parent_ = this;
+  auto where = before ? before->pos_ : ops_.end();
+  raw->pos_ = ops_.insert(where, std::move(op));
+  return raw;
+}
+
+void Func::erase(Op* op) {
+  op->dropOperands();
+  ops_.erase(op->pos_);
+}
+
+void Func::move(Op* op, Op* before) {
+  auto where = before ? before->pos_ : ops_.end();
+  ops_.splice(where, ops_, op->pos_);
+}
+
+std::vector<Op*> Func::opsSnapshot() const {
+  std::vector<Op*> out;
+  out.reserve(ops_.size());
+  for (const auto& op : ops_) out.push_back(op.get());
+  return out;
+}
+
+Func* Module::addFunc(std::unique_ptr<Func> f) {
+  f->parent_ = this;
+  funcs_.push_back(std::move(f));
+  return funcs_.back().get();
+}
+
+Func* Module::lookupFunc(std::string_view name) const {
+  for (const auto& f : funcs_)
+    if (f->name() == name) return f.get();
+  return nullptr;
+}
+
+Status Module::addWeight(WeightDecl w) {
+  if (const WeightDecl* prev = lookupWeight(w.name)) {
+    Diag d = error(w.loc, "weight @" + w.name + " is declared twice");
+    d.notes.push_back(note(prev->loc, "first declared here"));
+    return d;
+  }
+  weights_.push_back(std::move(w));
+  return ok();
+}
+
+const WeightDecl* Module::lookupWeight(std::string_view name) const {
+  for (const WeightDecl& w : weights_)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+} // namespace kiln

@@ -1,0 +1,196 @@
+// The IR's structure: Module → Func → Op → Value, with use lists.
+//
+// A Func is a single straight-line list of ops ending in `return`; values are SSA.
+// Every Value is either a function argument or a result of exactly one Op; each Value
+// keeps the list of (op, operand index) pairs that use it. All mutation goes through
+// the methods here so use lists stay exact (the verifier checks them).
+//
+// Text form of a module (see docs/ir.md):
+//   symbol seq in [1, 4096] divisible_by 8
+//   weight @wq : tensor<256x256xf16> = "model.safetensors"["layers.0.wq"]
+//   func @main(%x: tensor<{seq}x256xf32>) -> (tensor<{seq}x256xf32>) {
+//     %0 = weight {name = "wq"} : tensor<256x256xf16>
+//     %1 = cast %0 {to = f32} : tensor<256x256xf32>
+//     %2 = matmul %x, %1 : tensor<{seq}x256xf32>
+//     return %2
+//   }
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "ir/diag.h"
+#include "ir/ops.h"
+#include "ir/symexpr.h"
+#include "ir/types.h"
+
+namespace kiln {
+
+class Op;
+class Func;
+class Module;
+
+struct Use {
+  Op* user;
+  unsigned operandIndex;
+  bool operator==(const Use&) const = default;
+};
+
+class Value {
+public:
+  const Type& type() const { return type_; }
+  void setType(Type t) { type_ = std::move(t); }
+  // The defining op, or null for a function argument.
+  Op* def() const { return def_; }
+  // Result index in def(), or argument index.
+  unsigned index() const { return index_; }
+  bool isArg() const { return def_ == nullptr; }
+  Func* argOf() const { return argOf_; }
+  // Optional readable name (function arguments, ONNX value names); printers may ignore it.
+  const std::string& name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+
+  const std::vector<Use>& uses() const { return uses_; }
+  bool hasUses() const { return !uses_.empty(); }
+  // Points every use of this value at `other` instead.
+  void replaceAllUsesWith(Value* other);
+
+private:
+  friend class Op;
+  friend class Func;
+  void removeUse(Op* user, unsigned index);
+  Type type_;
+  Op* def_ = nullptr;
+  Func* argOf_ = nullptr;
+  unsigned index_ = 0;
+  std::string name_;
+  std::vector<Use> uses_;
+};
+
+class Op {
+public:
+  Op(OpKind kind, std::vector<Type> resultTypes, Attrs attrs, Loc loc);
+  ~Op();
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  OpKind kind() const { return kind_; }
+  const OpInfo& info() const { return opInfo(kind_); }
+  std::string_view name() const { return info().name; }
+  bool has(uint32_t trait) const { return info().has(trait); }
+
+  size_t numOperands() const { return operands_.size(); }
+  Value* operand(size_t i) const { return operands_[i]; }
+  const std::vector<Value*>& operands() const { return operands_; }
+  void setOperand(size_t i, Value* v);
+  void addOperand(Value* v);
+  void setOperands(const std::vector<Value*>& vs);
+  // Drops all operands (removing this op from their use lists).
+  void dropOperands();
+
+  size_t numResults() const { return results_.size(); }
+  Value* result(size_t i = 0) const { return results_[i].get(); }
+
+  Attrs& attrs() { return attrs_; }
+  const Attrs& attrs() const { return attrs_; }
+  const Loc& loc() const { return loc_; }
+  void setLoc(Loc l) { loc_ = std::move(l); }
+  Func* parent() const { return parent_; }
+
+private:
+  friend class Func;
+  OpKind kind_;
+  std::vector<Value*> operands_;
+  std::vector<std::unique_ptr<Value>> results_;
+  Attrs attrs_;
+  Loc loc_;
+  Func* parent_ = nullptr;
+  std::list<std::unique_ptr<Op>>::iterator pos_;
+};
+
+class Func {
+public:
+  Func(std::string name, Loc loc) : name_(std::move(name)), loc_(std::move(loc)) {}
+  Func(const Func&) = delete;
+  Func& operator=(const Func&) = delete;
+
+  const std::string& name() const { return name_; }
+  const Loc& loc() const { return loc_; }
+  Module* parent() const { return parent_; }
+
+  Value* addArg(Type type, std::string name = "");
+  size_t numArgs() const { return args_.size(); }
+  Value* arg(size_t i) const { return args_[i].get(); }
+  // Declared result types (the verifier checks them against `return`).
+  const std::vector<Type>& resultTypes() const { return resultTypes_; }
+  void setResultTypes(std::vector<Type> ts) { resultTypes_ = std::move(ts); }
+
+  using OpList = std::list<std::unique_ptr<Op>>;
+  const OpList& ops() const { return ops_; }
+  size_t numOps() const { return ops_.size(); }
+  // The `return` op (last op), or null while the function is being built.
+  Op* terminator() const;
+
+  // Inserts before `before` (null: at the end) and takes ownership.
+  Op* insert(std::unique_ptr<Op> op, Op* before = nullptr);
+  // Removes and destroys an op whose results have no uses.
+  void erase(Op* op);
+  // Moves `op` to just before `before` (null: the end).
+  void move(Op* op, Op* before);
+  // Ops in order, as a vector snapshot (safe to mutate the function while iterating).
+  std::vector<Op*> opsSnapshot() const;
+
+private:
+  friend class Module;
+  std::string name_;
+  Loc loc_;
+  Module* parent_ = nullptr;
+  std::vector<std::unique_ptr<Value>> args_;
+  std::vector<Type> resultTypes_;
+  OpList ops_;
+};
+
+// A weight stored outside the IR text, loaded lazily (mmap) from a safetensors file.
+struct WeightDecl {
+  std::string name;
+  Type type;
+  std::string file;   // as written; relative paths resolve against Module::baseDir
+  std::string tensor; // tensor name inside the file
+  Loc loc;
+};
+
+class Module {
+public:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  SymbolTable& symbols() { return symbols_; }
+  const SymbolTable& symbols() const { return symbols_; }
+
+  Func* addFunc(std::unique_ptr<Func> f);
+  Func* lookupFunc(std::string_view name) const;
+  const std::vector<std::unique_ptr<Func>>& funcs() const { return funcs_; }
+
+  Status addWeight(WeightDecl w);
+  const WeightDecl* lookupWeight(std::string_view name) const;
+  const std::vector<WeightDecl>& weights() const { return weights_; }
+
+  // Directory that relative weight paths are resolved against (the .kir file's folder).
+  const std::string& baseDir() const { return baseDir_; }
+  void setBaseDir(std::string d) { baseDir_ = std::move(d); }
+
+private:
+  SymbolTable symbols_;
+  std::vector<WeightDecl> weights_;
+  std::vector<std::unique_ptr<Func>> funcs_;
+  std::string baseDir_;
+};
+
+} // namespace kiln

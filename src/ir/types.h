@@ -1,0 +1,70 @@
+// Types of IR values: tensors with static, symbolic or unknown dims.
+//
+// Text: `tensor<2x{seq}x?xf32>`; a 0-d tensor is `tensor<f32>`. A dim is a static size,
+// a symbolic expression in braces, or `?` (not yet inferred: shape-infer replaces it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/elem_type.h"
+#include "ir/symexpr.h"
+
+namespace kiln {
+
+class Dim {
+public:
+  Dim(int64_t size) : expr_(SymExpr::constant(size)) {} // NOLINT: implicit on purpose
+  Dim(SymExpr e) : expr_(std::move(e)) {}                 // NOLINT
+  static Dim unknown() { return Dim(); }
+
+  bool isUnknown() const { return !expr_.has_value(); }
+  bool isStatic() const { return expr_ && expr_->isConstant(); }
+  // Only for static dims.
+  int64_t value() const { return *expr_->constantValue(); }
+  // Only for known dims.
+  const SymExpr& expr() const { return *expr_; }
+
+  std::string str() const; // "4", "{seq}", "?"
+  bool operator==(const Dim& o) const { return expr_ == o.expr_; }
+  bool operator!=(const Dim& o) const { return !(*this == o); }
+
+private:
+  Dim() = default;
+  std::optional<SymExpr> expr_;
+};
+
+using Shape = std::vector<Dim>;
+
+class Type {
+public:
+  Type() = default;
+  Type(ElemType elem, Shape shape) : elem_(elem), shape_(std::move(shape)) {}
+  static Type tensor(ElemType elem, const std::vector<int64_t>& dims);
+
+  ElemType elem() const { return elem_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  const Dim& dim(int64_t i) const { return shape_[static_cast<size_t>(i)]; }
+  bool isStatic() const;       // every dim static
+  bool hasUnknownDims() const; // some dim is `?`
+  // Static dims as integers; only when isStatic().
+  std::vector<int64_t> staticShape() const;
+  // Product of dims when static.
+  std::optional<int64_t> numElements() const;
+  Type withElem(ElemType e) const { return Type(e, shape_); }
+  Type withShape(Shape s) const { return Type(elem_, std::move(s)); }
+
+  std::string str() const;
+  uint64_t hash() const;
+  bool operator==(const Type& o) const { return elem_ == o.elem_ && shape_ == o.shape_; }
+  bool operator!=(const Type& o) const { return !(*this == o); }
+
+private:
+  ElemType elem_ = ElemType::F32;
+  Shape shape_;
+};
+
+} // namespace kiln

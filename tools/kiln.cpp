@@ -1,0 +1,2 @@
+// PLACEHOLDER (replaced by the CLI work).
+int main() { return 0; }
