@@ -1,0 +1,2 @@
+// Unit tests for shape_rules (placeholder until the work lands).
+#include <doctest/doctest.h>
