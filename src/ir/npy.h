@@ -1,7 +1,8 @@
 // .npy files and inline tensor literals, for kiln's inputs and outputs.
 //
 // .npy: versions 1.0-3.0, C order only, dtypes <f8 <f4 <f2 |b1 |i1 <i2 <i4 <i8 |u1, and
-// bf16 as numpy's raw void '|V2' with a `kiln_dtype` marker; anything else is an error.
+// bf16 as '<u2' with an extra header key 'kiln_dtype': 'bf16' ('|V2' with it reads too);
+// anything else is an error.
 // Literals: "2x3xf32=1 2 3 4 5 6", "f32=7" (0-d), "4xi64=0" (one value fills all).
 #pragma once
 

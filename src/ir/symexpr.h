@@ -107,6 +107,12 @@ bool provablyLE(const SymExpr& a, const SymExpr& b, const SymbolTable& syms);
 bool provablyLT(const SymExpr& a, const SymExpr& b, const SymbolTable& syms);
 bool provablyDivisible(const SymExpr& a, int64_t divisor, const SymbolTable& syms);
 
+// Simplification that uses the symbols' ranges and divisors: drops min/max operands that
+// can never win, folds `x mod c` to 0 and `x floordiv c` to exact quotients when x is
+// provably a multiple of c, turns `c*(x floordiv c)` into x then, and folds anything whose
+// range is a single value to that constant. The result equals e for every value in range.
+SymExpr simplifyWithRanges(const SymExpr& e, const SymbolTable& syms);
+
 // Parses the text form. `loc` is where the text starts; errors point into it.
 Result<SymExpr> parseSymExpr(std::string_view text, const Loc& loc);
 

@@ -1,7 +1,313 @@
-// PLACEHOLDER (replaced by the verifier work).
+// Verifier: checks the invariants every pass may rely on and must preserve.
+//
+// Every error is located at the offending op (or function / weight) and, for ops, carries
+// a note that prints the op. Checks, by level:
+//
+// Module
+//   M1  function names are unique
+//   M2  weight names are unique
+//   M3  every symbol used in a weight's type is declared
+// Function
+//   F1  the body is not empty and its last op is a terminator; no other op is one
+//   F2  `return` has one operand per declared result, each of a compatible type (below)
+//   F3  every symbol used in argument and declared result types is declared
+//   F4  use lists are exact: each argument's and result's uses name an op of this
+//       function whose operand at that index is the value, each (op, index) once
+// Op, generic (every level)
+//   O1  every operand is non-null and is an argument of this function or a result of an
+//       earlier op in it, and the operand's use list records this use
+//   O2  operand count within the op table's [min, max]; result count equals the table's
+//       (at least one where the table says variadic)
+//   O3  every required attribute is present, no unknown name, each of the table's kind
+//   O4  every symbol used in a result type is declared
+// Op, tensor level
+//   T1  result types are compatible with what inferResultTypes (shape_rules.h) infers
+//   T2  `weight` names a declared weight whose type is compatible with its result
+//   T3  `constant`'s dense value has exactly the result type (element type and shape)
+// Host and kernel levels add their own sections here (checkHostOp, checkKernelOp) when
+// ops.def declares ops of those levels.
+//
+// "Compatible" types have the same element type and rank, and each pair of dims is
+// provably equal under the module's symbol ranges or has a `?` on either side (`?` means
+// not inferred yet; shape-infer replaces it).
 #include "ir/verifier.h"
 
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "ir/shape_rules.h"
+
 namespace kiln {
-Status verifyModule(const Module&) { return error(Loc{}, "not implemented yet"); }
-Status verifyFunc(const Func&) { return error(Loc{}, "not implemented yet"); }
+
+namespace {
+
+bool compatible(const Type& a, const Type& b, const SymbolTable& syms) {
+  if (a.elem() != b.elem() || a.rank() != b.rank()) return false;
+  for (int64_t i = 0; i < a.rank(); ++i) {
+    const Dim& x = a.dim(i);
+    const Dim& y = b.dim(i);
+    if (x.isUnknown() || y.isUnknown()) continue;
+    if (!provablyEqual(x.expr(), y.expr(), syms)) return false;
+  }
+  return true;
+}
+
+// The first undeclared symbol in a type, if any.
+std::optional<std::string> undeclaredSymbol(const Type& t, const SymbolTable& syms) {
+  std::set<std::string> used;
+  for (const Dim& d : t.shape())
+    if (!d.isUnknown()) d.expr().collectSymbols(used);
+  for (const std::string& s : used)
+    if (!syms.lookup(s)) return s;
+  return std::nullopt;
+}
+
+class FuncVerifier {
+public:
+  FuncVerifier(const Func& f, const SymbolTable& syms, const Module* m)
+      : f_(f), syms_(syms), m_(m) {}
+
+  Diags run() {
+    for (const auto& op : f_.ops()) opIndex_.emplace(op.get(), opIndex_.size());
+    checkTerminator();
+    for (size_t i = 0; i < f_.numArgs(); ++i) {
+      checkTypeSymbols(f_.arg(i)->type(), f_.loc(), "argument " + std::to_string(i));
+      checkUses(f_.arg(i), f_.loc());
+    }
+    for (const Type& t : f_.resultTypes()) checkTypeSymbols(t, f_.loc(), "declared result");
+    for (const auto& op : f_.ops()) checkOp(*op);
+    return std::move(diags_);
+  }
+
+private:
+  void funcError(std::string msg) { diags_.add(error(f_.loc(), std::move(msg))); }
+
+  void opError(const Op& op, std::string msg) {
+    Diag d = error(op.loc(), std::move(msg));
+    d.notes.push_back(note(op.loc(), "in: " + printOp(op)));
+    diags_.add(std::move(d));
+  }
+
+  void checkTypeSymbols(const Type& t, const Loc& loc, const std::string& what) {
+    if (auto s = undeclaredSymbol(t, syms_))
+      diags_.add(error(loc, what + " of @" + f_.name() + " uses undeclared symbol '" + *s + "'"));
+  }
+
+  // F1, F2
+  void checkTerminator() {
+    if (f_.ops().empty()) return funcError("function @" + f_.name() + " has no return");
+    for (const auto& op : f_.ops())
+      if (op->has(kTerminator) && op.get() != f_.ops().back().get())
+        opError(*op, "'" + std::string(op->name()) + "' must be the last op of @" + f_.name());
+    const Op& last = *f_.ops().back();
+    if (!last.has(kTerminator))
+      return opError(last, "function @" + f_.name() + " must end with return");
+    const auto& want = f_.resultTypes();
+    if (last.numOperands() != want.size())
+      return opError(last, "return has " + std::to_string(last.numOperands()) + " operands but @" +
+                               f_.name() + " declares " + std::to_string(want.size()) + " results");
+    for (size_t i = 0; i < want.size(); ++i) {
+      const Value* v = last.operand(i);
+      if (v && !compatible(v->type(), want[i], syms_))
+        opError(last, "return operand " + std::to_string(i) + " has type " + v->type().str() +
+                          " but @" + f_.name() + " declares " + want[i].str());
+    }
+  }
+
+  // F4: every recorded use is live, points back at the value, and appears once.
+  void checkUses(const Value* v, const Loc& where) {
+    std::set<std::pair<const Op*, unsigned>> seen;
+    for (const Use& u : v->uses()) {
+      std::string what = "a value's use list";
+      if (!opIndex_.count(u.user)) {
+        diags_.add(error(where, what + " names an op outside @" + f_.name() + " (stale use)"));
+        continue;
+      }
+      if (u.operandIndex >= u.user->numOperands() || u.user->operand(u.operandIndex) != v)
+        opError(*u.user, what + " records operand " + std::to_string(u.operandIndex) +
+                             " of this op, which is not that value (stale use)");
+      if (!seen.insert({u.user, u.operandIndex}).second)
+        opError(*u.user,
+                what + " records operand " + std::to_string(u.operandIndex) + " of this op twice");
+    }
+  }
+
+  // O1: the value is defined before `op` in this function.
+  bool definedBefore(const Value* v, const Op& op) const {
+    if (v->isArg()) return v->argOf() == &f_;
+    auto it = opIndex_.find(v->def());
+    return it != opIndex_.end() && it->second < opIndex_.at(&op);
+  }
+
+  void checkOp(const Op& op) {
+    const OpInfo& info = op.info();
+    std::string name = "'" + std::string(info.name) + "'";
+    bool operandsOk = true;
+    for (size_t i = 0; i < op.numOperands(); ++i) {
+      const Value* v = op.operand(i);
+      if (!v) {
+        opError(op, "operand " + std::to_string(i) + " is null");
+        operandsOk = false;
+        continue;
+      }
+      if (!definedBefore(v, op)) {
+        opError(op,
+                "operand " + std::to_string(i) + " is not defined before its use in @" + f_.name());
+        operandsOk = false;
+        continue;
+      }
+      size_t count = 0;
+      for (const Use& u : v->uses()) count += u.user == &op && u.operandIndex == i;
+      if (count != 1)
+        opError(op, "operand " + std::to_string(i) + "'s use list records this use " +
+                        std::to_string(count) + " times");
+    }
+    for (size_t r = 0; r < op.numResults(); ++r) {
+      checkUses(op.result(r), op.loc());
+      if (auto s = undeclaredSymbol(op.result(r)->type(), syms_))
+        opError(op, "result " + std::to_string(r) + " uses undeclared symbol '" + *s + "'");
+    }
+
+    bool shapeOk = checkCounts(op, info, name) && checkAttrs(op, info, name);
+    if (!operandsOk || !shapeOk) return;
+    switch (info.level) {
+    case OpLevel::Tensor: checkTensorOp(op, info); break;
+    case OpLevel::Host:
+    case OpLevel::Kernel: break;
+    }
+  }
+
+  // O2
+  bool checkCounts(const Op& op, const OpInfo& info, const std::string& name) {
+    auto n = static_cast<int>(op.numOperands());
+    if (n < info.minOperands || (info.maxOperands >= 0 && n > info.maxOperands)) {
+      opError(op, name + " has " + std::to_string(n) + " operands; the op table allows " +
+                      std::to_string(info.minOperands) + " to " +
+                      (info.maxOperands < 0 ? "any number" : std::to_string(info.maxOperands)));
+      return false;
+    }
+    auto r = static_cast<int>(op.numResults());
+    if ((info.numResults >= 0 && r != info.numResults) || (info.numResults < 0 && r == 0)) {
+      opError(op, name + " has " + std::to_string(r) + " results; the op table says " +
+                      (info.numResults < 0 ? "at least 1" : std::to_string(info.numResults)));
+      return false;
+    }
+    return true;
+  }
+
+  // O3
+  bool checkAttrs(const Op& op, const OpInfo& info, const std::string& name) {
+    bool good = true;
+    for (const auto& [attr, value] : op.attrs().entries()) {
+      const AttrSpec* spec = nullptr;
+      for (const AttrSpec& s : info.attrs)
+        if (s.name == attr) spec = &s;
+      if (!spec) {
+        opError(op, name + " has no attribute '" + attr + "'");
+        good = false;
+      } else if (attrKindOf(value) != spec->kind) {
+        opError(op, "attribute '" + attr + "' of " + name + " must be " +
+                        std::string(attrKindName(spec->kind)) + ", found " +
+                        std::string(attrKindName(attrKindOf(value))));
+        good = false;
+      }
+    }
+    for (const AttrSpec& s : info.attrs)
+      if (!s.optional && !op.attrs().has(s.name)) {
+        opError(op, name + " needs attribute '" + std::string(s.name) + "'");
+        good = false;
+      }
+    return good;
+  }
+
+  // T1, T2, T3
+  void checkTensorOp(const Op& op, const OpInfo& info) {
+    std::vector<Type> operandTypes, declared;
+    for (const Value* v : op.operands()) operandTypes.push_back(v->type());
+    for (size_t r = 0; r < op.numResults(); ++r) declared.push_back(op.result(r)->type());
+    std::string name = "'" + std::string(info.name) + "'";
+
+    Result<std::vector<Type>> inferred =
+        inferResultTypes(op.kind(), operandTypes, op.attrs(), declared, syms_, op.loc());
+    if (!inferred.ok()) {
+      for (Diag d : inferred.diags().list) {
+        d.notes.push_back(note(op.loc(), "in: " + printOp(op)));
+        diags_.add(std::move(d));
+      }
+    } else if (inferred->size() != declared.size()) {
+      opError(op, name + " declares " + std::to_string(declared.size()) +
+                      " results but its shape rule gives " + std::to_string(inferred->size()));
+    } else {
+      for (size_t r = 0; r < declared.size(); ++r)
+        if (!compatible(declared[r], (*inferred)[r], syms_))
+          opError(op, name + " result " + std::to_string(r) + " is declared " + declared[r].str() +
+                          " but its operands give " + (*inferred)[r].str());
+    }
+
+    if (op.kind() == OpKind::Weight) {
+      std::string w = op.attrs().getStr("name");
+      const WeightDecl* decl = m_ ? m_->lookupWeight(w) : nullptr;
+      if (!decl)
+        opError(op, "weight '" + w + "' is not declared in the module");
+      else if (!compatible(decl->type, declared[0], syms_))
+        opError(op, "weight @" + w + " is declared " + decl->type.str() + " but used as " +
+                        declared[0].str());
+    }
+    if (op.kind() == OpKind::Constant) {
+      const HostTensor* value = op.attrs().getDense("value");
+      Type valueType = Type::tensor(value->elem(), value->shape());
+      if (valueType != declared[0])
+        opError(op, "constant value has type " + valueType.str() + " but the result is " +
+                        declared[0].str());
+    }
+  }
+
+  const Func& f_;
+  const SymbolTable& syms_;
+  const Module* m_;
+  std::unordered_map<const Op*, size_t> opIndex_;
+  Diags diags_;
+};
+
+Status finish(Diags d) {
+  if (d.hasErrors()) return d;
+  return ok();
+}
+
+} // namespace
+
+Status verifyFunc(const Func& f) {
+  static const SymbolTable kNoSymbols;
+  const Module* m = f.parent();
+  return finish(FuncVerifier(f, m ? m->symbols() : kNoSymbols, m).run());
+}
+
+Status verifyModule(const Module& m) {
+  Diags diags;
+  std::unordered_map<std::string, const Func*> funcs;
+  for (const auto& f : m.funcs()) {
+    auto [it, fresh] = funcs.emplace(f->name(), f.get());
+    if (!fresh) {
+      Diag d = error(f->loc(), "function @" + f->name() + " is defined twice");
+      d.notes.push_back(note(it->second->loc(), "first defined here"));
+      diags.add(std::move(d));
+    }
+  }
+  std::unordered_map<std::string, const WeightDecl*> weights;
+  for (const WeightDecl& w : m.weights()) {
+    auto [it, fresh] = weights.emplace(w.name, &w);
+    if (!fresh) {
+      Diag d = error(w.loc, "weight @" + w.name + " is declared twice");
+      d.notes.push_back(note(it->second->loc, "first declared here"));
+      diags.add(std::move(d));
+    }
+    if (auto s = undeclaredSymbol(w.type, m.symbols()))
+      diags.add(error(w.loc, "weight @" + w.name + " uses undeclared symbol '" + *s + "'"));
+  }
+  for (const auto& f : m.funcs()) diags.append(FuncVerifier(*f, m.symbols(), &m).run());
+  return finish(std::move(diags));
+}
+
 } // namespace kiln

@@ -1,2 +1,429 @@
-// Unit tests for passes (placeholder until the work lands).
+// Unit tests for the passes (canonicalize identities and folding, cse, dce, shape-infer),
+// the registry and the pass manager.
+#include <cmath>
 #include <doctest/doctest.h>
+#include <sstream>
+
+#include "ir/builder.h"
+#include "passes/pass_manager.h"
+
+using namespace kiln;
+
+namespace {
+
+Type f32(std::vector<int64_t> dims) { return Type::tensor(ElemType::F32, dims); }
+
+struct Fixture {
+  Module m;
+  Func* f;
+  Value* x;
+  explicit Fixture(Type argType = f32({4})) {
+    f = m.addFunc(std::make_unique<Func>("main", Loc::named("test")));
+    x = f->addArg(argType, "x");
+  }
+  Value* op(OpKind kind, std::vector<Value*> operands, Type type, Attrs attrs = {}) {
+    return Builder(f)
+        .createUnchecked(kind, operands, std::move(attrs), {std::move(type)})
+        ->result();
+  }
+  Value* splat(Type type, double v) {
+    HostTensor t(type.elem(), type.staticShape());
+    for (int64_t i = 0; i < t.numElements(); ++i) t.setF(i, v);
+    return Builder(f).constant(t);
+  }
+  void ret(Value* v) {
+    Builder(f).createUnchecked(OpKind::Return, {v}, {}, {});
+    f->setResultTypes({v->type()});
+  }
+  Value* returned() const { return f->terminator()->operand(0); }
+  Status run(const std::string& pass) {
+    const PassInfo* info = lookupPass(pass);
+    REQUIRE(info != nullptr);
+    return info->create()->run(m);
+  }
+  // Runs canonicalize and returns what the function returns.
+  Value* canonicalized() {
+    REQUIRE(run("canonicalize").ok());
+    return returned();
+  }
+  size_t count(OpKind kind) const {
+    size_t n = 0;
+    for (const auto& op : f->ops()) n += op->kind() == kind;
+    return n;
+  }
+};
+
+Attrs ints(const std::string& name, std::vector<int64_t> v) {
+  Attrs a;
+  a.set(name, std::move(v));
+  return a;
+}
+
+} // namespace
+
+TEST_CASE("registry: the user-visible passes and the default pipeline") {
+  std::vector<std::string> names;
+  for (const PassInfo& p : registeredPasses()) {
+    names.push_back(p.name);
+    CHECK_FALSE(p.description.empty());
+    CHECK(p.create() != nullptr);
+  }
+  CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce", "shape-infer"});
+  CHECK(lookupPass("nope") == nullptr);
+  REQUIRE(registeredPipelines().size() == 1);
+  CHECK(registeredPipelines()[0].name == "default");
+  CHECK(registeredPipelines()[0].passes == "shape-infer,canonicalize,cse,dce");
+}
+
+TEST_CASE("canonicalize: additive identities respect signed zero") {
+  SUBCASE("x + (-0.0) -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Add, {t.x, t.splat(f32({4}), -0.0)}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+    CHECK(t.f->numOps() == 1);
+  }
+  SUBCASE("x + 0.0 stays: -0.0 + 0.0 is +0.0") {
+    Fixture t;
+    t.ret(t.op(OpKind::Add, {t.x, t.splat(f32({4}), 0.0)}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Add);
+  }
+  SUBCASE("integer x + 0 -> x, also with the constant on the left") {
+    Fixture t(Type::tensor(ElemType::I32, {4}));
+    Type i32 = Type::tensor(ElemType::I32, {4});
+    t.ret(t.op(OpKind::Add, {t.splat(i32, 0), t.x}, i32));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("x - 0.0 -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Sub, {t.x, t.splat(f32({4}), 0.0)}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("x - (-0.0) stays: -0.0 - -0.0 is +0.0") {
+    Fixture t;
+    t.ret(t.op(OpKind::Sub, {t.x, t.splat(f32({4}), -0.0)}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Sub);
+  }
+}
+
+TEST_CASE("canonicalize: multiplicative identities") {
+  SUBCASE("x * 1 -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Mul, {t.x, t.splat(f32({4}), 1.0)}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("1 * x -> x * 1 -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Mul, {t.splat(f32({}), 1.0), t.x}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("x * 2 keeps its op, with the constant moved to the right") {
+    Fixture t;
+    Value* two = t.splat(f32({4}), 2.0);
+    t.ret(t.op(OpKind::Mul, {two, t.x}, f32({4})));
+    Op* mul = t.canonicalized()->def();
+    REQUIRE(mul->kind() == OpKind::Mul);
+    CHECK(mul->operand(0) == t.x);
+    CHECK(mul->operand(1) == two);
+  }
+  SUBCASE("x * 1 stays when the constant broadcasts x to a larger type") {
+    Fixture t(f32({1}));
+    t.ret(t.op(OpKind::Mul, {t.x, t.splat(f32({4}), 1.0)}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Mul);
+  }
+  SUBCASE("x / 1 -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Div, {t.x, t.splat(f32({4}), 1.0)}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("1 / x stays") {
+    Fixture t;
+    t.ret(t.op(OpKind::Div, {t.splat(f32({4}), 1.0), t.x}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Div);
+  }
+}
+
+TEST_CASE("canonicalize: involutions and idempotent ops") {
+  SUBCASE("-(-x) -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Neg, {t.op(OpKind::Neg, {t.x}, f32({4}))}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+    CHECK(t.f->numOps() == 1);
+  }
+  SUBCASE("max(x, x) -> x and min(x, x) -> x") {
+    Fixture t;
+    Value* mx = t.op(OpKind::Max, {t.x, t.x}, f32({4}));
+    t.ret(t.op(OpKind::Min, {mx, mx}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("boolean: not(not(b)) and (b and true) and (b or false) -> b") {
+    Type i1 = Type::tensor(ElemType::I1, {4});
+    Fixture t(i1);
+    Value* nn = t.op(OpKind::Not, {t.op(OpKind::Not, {t.x}, i1)}, i1);
+    Value* a = t.op(OpKind::And, {nn, t.splat(i1, 1)}, i1);
+    t.ret(t.op(OpKind::Or, {a, t.splat(i1, 0)}, i1));
+    CHECK(t.canonicalized() == t.x);
+  }
+}
+
+TEST_CASE("canonicalize: conversions and data movement that change nothing") {
+  SUBCASE("cast to the same type -> x; to another type stays") {
+    Fixture t;
+    Attrs same;
+    same.set("to", ElemType::F32);
+    Attrs other;
+    other.set("to", ElemType::F16);
+    Value* c = t.op(OpKind::Cast, {t.x}, f32({4}), same);
+    t.ret(t.op(OpKind::Cast, {c}, Type::tensor(ElemType::F16, {4}), other));
+    Op* cast = t.canonicalized()->def();
+    REQUIRE(cast->kind() == OpKind::Cast);
+    CHECK(cast->operand(0) == t.x);
+  }
+  SUBCASE("transpose with the identity perm -> x") {
+    Fixture t(f32({2, 3}));
+    t.ret(t.op(OpKind::Transpose, {t.x}, f32({2, 3}), ints("perm", {0, 1})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("transpose of transpose composes") {
+    Fixture t(f32({2, 3, 5}));
+    Value* a = t.op(OpKind::Transpose, {t.x}, f32({3, 5, 2}), ints("perm", {1, 2, 0}));
+    t.ret(t.op(OpKind::Transpose, {a}, f32({5, 3, 2}), ints("perm", {1, 0, 2})));
+    Op* tr = t.canonicalized()->def();
+    REQUIRE(tr->kind() == OpKind::Transpose);
+    CHECK(tr->operand(0) == t.x);
+    CHECK(tr->attrs().getInts("perm") == std::vector<int64_t>{2, 1, 0});
+    CHECK(tr->result()->type() == f32({5, 3, 2}));
+    CHECK(t.count(OpKind::Transpose) == 1);
+  }
+  SUBCASE("transposes that cancel -> x") {
+    Fixture t(f32({2, 3, 5}));
+    Value* a = t.op(OpKind::Transpose, {t.x}, f32({3, 5, 2}), ints("perm", {1, 2, 0}));
+    t.ret(t.op(OpKind::Transpose, {a}, f32({2, 3, 5}), ints("perm", {2, 0, 1})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("reshape to the same type -> x; reshape of reshape -> one reshape") {
+    Fixture t(f32({2, 6}));
+    Value* same = t.op(OpKind::Reshape, {t.x}, f32({2, 6}));
+    Value* r1 = t.op(OpKind::Reshape, {same}, f32({3, 4}));
+    t.ret(t.op(OpKind::Reshape, {r1}, f32({12})));
+    Op* r = t.canonicalized()->def();
+    REQUIRE(r->kind() == OpKind::Reshape);
+    CHECK(r->operand(0) == t.x);
+    CHECK(t.count(OpKind::Reshape) == 1);
+  }
+  SUBCASE("broadcast to the same type -> x") {
+    Fixture t;
+    t.ret(t.op(OpKind::Broadcast, {t.x}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("concat of one operand -> x") {
+    Fixture t;
+    Attrs a;
+    a.set("axis", int64_t{0});
+    t.ret(t.op(OpKind::Concat, {t.x}, f32({4}), a));
+    CHECK(t.canonicalized() == t.x);
+  }
+}
+
+TEST_CASE("canonicalize: slices") {
+  auto slice = [](Fixture& t, int64_t start, int64_t end, int64_t step, Type type) {
+    Attrs a;
+    a.set("starts", std::vector<int64_t>{start});
+    a.set("ends", std::vector<int64_t>{end});
+    a.set("axes", std::vector<int64_t>{-1});
+    a.set("steps", std::vector<int64_t>{step});
+    return t.op(OpKind::Slice, {t.x}, std::move(type), a);
+  };
+  SUBCASE("covering the whole axis -> x") {
+    Fixture t;
+    t.ret(slice(t, -4, 100, 1, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+  }
+  SUBCASE("reversing keeps the shape but not the order: stays") {
+    Fixture t;
+    t.ret(slice(t, -1, -100, -1, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Slice);
+  }
+  SUBCASE("a part stays") {
+    Fixture t;
+    t.ret(slice(t, 1, 4, 1, f32({3})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Slice);
+  }
+}
+
+TEST_CASE("canonicalize: select with a constant condition") {
+  Type i1 = Type::tensor(ElemType::I1, {4});
+  SUBCASE("all true -> a") {
+    Fixture t;
+    Value* b = t.op(OpKind::Exp, {t.x}, f32({4}));
+    t.ret(t.op(OpKind::Select, {t.splat(i1, 1), t.x, b}, f32({4})));
+    CHECK(t.canonicalized() == t.x);
+    CHECK(t.f->numOps() == 1); // the exp became dead and was erased
+  }
+  SUBCASE("all false -> b") {
+    Fixture t;
+    Value* b = t.op(OpKind::Exp, {t.x}, f32({4}));
+    t.ret(t.op(OpKind::Select, {t.splat(i1, 0), t.x, b}, f32({4})));
+    CHECK(t.canonicalized() == b);
+  }
+  SUBCASE("a that needs broadcasting stays") {
+    Fixture t(f32({1}));
+    Value* b = t.splat(f32({4}), 2.0);
+    t.ret(t.op(OpKind::Select, {t.splat(i1, 1), t.x, b}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Select);
+  }
+}
+
+TEST_CASE("canonicalize: constant folding through the interpreter") {
+  SUBCASE("an op on constants becomes a constant") {
+    Fixture t;
+    t.ret(t.op(OpKind::Add, {t.splat(f32({4}), 1.0), t.splat(f32({4}), 2.0)}, f32({4})));
+    Op* c = t.canonicalized()->def();
+    REQUIRE(c->kind() == OpKind::Constant);
+    const HostTensor* v = c->attrs().getDense("value");
+    REQUIRE(v != nullptr);
+    CHECK(v->getF(3) == 3.0);
+    CHECK(t.f->numOps() == 2);
+  }
+  SUBCASE("results over 1024 elements are not folded") {
+    Fixture t;
+    t.ret(t.op(OpKind::Broadcast, {t.splat(f32({}), 1.0)}, f32({1025})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Broadcast);
+  }
+  SUBCASE("weights are never folded") {
+    Fixture t;
+    Attrs name;
+    name.set("name", std::string("w"));
+    Value* w = t.op(OpKind::Weight, {}, f32({4}), name);
+    t.ret(t.op(OpKind::Neg, {w}, f32({4})));
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Neg);
+  }
+  SUBCASE("an op the interpreter refuses stays for run time") {
+    Fixture t;
+    HostTensor idx(ElemType::I64, {1});
+    idx.setI(0, 7); // out of range for a dim of 4
+    Attrs axis;
+    axis.set("axis", int64_t{0});
+    Value* g =
+        t.op(OpKind::Gather, {t.splat(f32({4}), 1.0), Builder(t.f).constant(idx)}, f32({1}), axis);
+    t.ret(g);
+    CHECK(t.canonicalized()->def()->kind() == OpKind::Gather);
+  }
+}
+
+TEST_CASE("cse merges equal computations and nothing else") {
+  Fixture t;
+  Value* e1 = t.op(OpKind::Exp, {t.x}, f32({4}));
+  Value* e2 = t.op(OpKind::Exp, {t.x}, f32({4}));
+  Value* c1 = t.splat(f32({4}), 2.0);
+  Value* c2 = t.splat(f32({4}), 2.0);
+  Value* c3 = t.splat(f32({4}), -2.0);
+  Value* s1 = t.op(OpKind::Sub, {e1, c1}, f32({4}));
+  Value* s2 = t.op(OpKind::Sub, {e2, c2}, f32({4}));
+  Value* s3 = t.op(OpKind::Sub, {e2, c3}, f32({4}));
+  Value* a1 = t.op(OpKind::Add, {s1, s3}, f32({4}));
+  Value* a2 = t.op(OpKind::Add, {s3, s2}, f32({4})); // swapped operands: kept apart
+  Value* m = t.op(OpKind::Mul, {a1, a2}, f32({4}));
+  t.ret(m);
+  REQUIRE(t.run("cse").ok());
+  CHECK(t.count(OpKind::Exp) == 1);
+  CHECK(t.count(OpKind::Constant) == 2);
+  CHECK(t.count(OpKind::Sub) == 2);
+  CHECK(t.count(OpKind::Add) == 2);
+  Op* mul = t.returned()->def();
+  CHECK(mul->operand(0)->def()->operand(0) == mul->operand(1)->def()->operand(1));
+}
+
+TEST_CASE("cse compares attributes and result types, not only operands") {
+  Fixture t(f32({2, 3}));
+  Value* a = t.op(OpKind::Transpose, {t.x}, f32({3, 2}), ints("perm", {1, 0}));
+  Value* b = t.op(OpKind::Reshape, {t.x}, f32({6}));
+  Value* c = t.op(OpKind::Reshape, {t.x}, f32({3, 2}));
+  Attrs axis;
+  axis.set("axis", int64_t{0});
+  Value* cat = t.op(OpKind::Concat, {a, c}, f32({6, 2}), axis);
+  Builder(t.f).createUnchecked(OpKind::Return, {cat, b}, {}, {});
+  REQUIRE(t.run("cse").ok());
+  CHECK(t.count(OpKind::Reshape) == 2);
+  CHECK(t.count(OpKind::Transpose) == 1);
+}
+
+TEST_CASE("dce removes unused side-effect-free ops, chains included") {
+  Fixture t;
+  Value* dead = t.op(OpKind::Exp, {t.x}, f32({4}));
+  t.op(OpKind::Neg, {dead}, f32({4}));
+  Value* live = t.op(OpKind::Tanh, {t.x}, f32({4}));
+  t.ret(live);
+  REQUIRE(t.run("dce").ok());
+  CHECK(t.f->numOps() == 2);
+  CHECK(t.returned() == live);
+}
+
+TEST_CASE("shape-infer fills unknown dims and the function's result types") {
+  Fixture t;
+  Value* a = t.op(OpKind::Exp, {t.x}, Type(ElemType::F32, {Dim::unknown()}));
+  t.ret(a);
+  REQUIRE(t.run("shape-infer").ok());
+  CHECK(a->type() == f32({4}));
+  CHECK(t.f->resultTypes() == std::vector<Type>{f32({4})});
+}
+
+TEST_CASE("shape-infer reports a known dim that conflicts, naming the op") {
+  Fixture t;
+  Value* a = t.op(OpKind::Exp, {t.x}, f32({5}));
+  t.ret(a);
+  Status st = t.run("shape-infer");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.diags().str().find("'exp'") != std::string::npos);
+}
+
+TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
+  PassManager pm;
+  REQUIRE(pm.addPipeline("default, dce").ok());
+  CHECK(pm.passNames() ==
+        std::vector<std::string>{"shape-infer", "canonicalize", "cse", "dce", "dce"});
+
+  PassManager bad;
+  Status st = bad.addPipeline("cse,frobnicate");
+  REQUIRE_FALSE(st.ok());
+  std::string msg = st.diags().str();
+  CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
+  CHECK(msg.find("canonicalize, cse, dce, shape-infer") != std::string::npos);
+  CHECK(msg.find("pipelines: default") != std::string::npos);
+  CHECK(bad.passNames().empty()); // nothing half-added
+
+  CHECK_FALSE(bad.addPipeline("cse,,dce").ok());
+  CHECK_FALSE(bad.addPipeline("").ok());
+}
+
+TEST_CASE("pass manager: print-after, time-passes and pass failures") {
+  Fixture t;
+  t.ret(t.op(OpKind::Neg, {t.op(OpKind::Neg, {t.x}, f32({4}))}, f32({4})));
+
+  PassManagerOptions opts;
+  opts.printAfter = {"canonicalize"};
+  opts.timePasses = true;
+  PassManager pm(opts);
+  REQUIRE(pm.addPipeline("canonicalize,dce").ok());
+  std::ostringstream dump;
+  REQUIRE(pm.run(t.m, dump).ok());
+  std::string out = dump.str();
+  CHECK(out.find("// ----- IR after canonicalize -----\n") != std::string::npos);
+  CHECK(out.find("IR after dce") == std::string::npos);
+  CHECK(out.find("// ----- pass timings -----") != std::string::npos);
+  CHECK(out.find("// dce") != std::string::npos);
+  CHECK(out.find("// total") != std::string::npos);
+  CHECK(t.returned() == t.x);
+
+  PassManagerOptions unknown;
+  unknown.printAfter = {"nope"};
+  std::ostringstream ignored;
+  CHECK_FALSE(PassManager(unknown).run(t.m, ignored).ok());
+
+  Fixture conflict;
+  conflict.ret(conflict.op(OpKind::Exp, {conflict.x}, f32({5})));
+  PassManager infer;
+  REQUIRE(infer.addPipeline("shape-infer").ok());
+  Status st = infer.run(conflict.m, ignored);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.diags().str().find("in pass 'shape-infer'") != std::string::npos);
+}

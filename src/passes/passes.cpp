@@ -1,0 +1,44 @@
+// The pass registry and the named pipelines: the tables `kiln opt --pass=...` reads.
+//
+// Add a pass by writing its file and one row below. Test-only passes are never listed.
+#include <algorithm>
+
+#include "passes/passes.h"
+
+namespace kiln {
+
+const std::vector<PassInfo>& registeredPasses() {
+  static const std::vector<PassInfo> passes = [] {
+    std::vector<PassInfo> v = {
+        // name           description                                                  factory
+        {"canonicalize", "fold small constants and apply exact algebraic identities",
+         createCanonicalizePass},
+        {"cse", "merge ops that compute the same value from the same operands", createCsePass},
+        {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
+        {"shape-infer", "replace '?' dims by what the shape rules compute; check known ones",
+         createShapeInferPass},
+    };
+    std::sort(v.begin(), v.end(),
+              [](const PassInfo& a, const PassInfo& b) { return a.name < b.name; });
+    return v;
+  }();
+  return passes;
+}
+
+const PassInfo* lookupPass(const std::string& name) {
+  for (const PassInfo& p : registeredPasses())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const std::vector<PipelineInfo>& registeredPipelines() {
+  static const std::vector<PipelineInfo> pipelines = {
+      // shape-infer first: identities compare exact types, so `?` dims would hide matches.
+      // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
+      // what cse left behind.
+      {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
+  };
+  return pipelines;
+}
+
+} // namespace kiln

@@ -1,0 +1,27 @@
+// The passes defined in this folder, by factory, and the canonicalization patterns.
+//
+// passes.cpp lists every factory in the registry with its name and description; code
+// outside src/passes/ finds passes through lookupPass (pass.h), not through this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ir/rewrite.h"
+#include "passes/pass.h"
+
+namespace kiln {
+
+std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createCsePass();
+std::unique_ptr<Pass> createDcePass();
+std::unique_ptr<Pass> createShapeInferPass();
+
+// Constant folding only produces results of at most this many elements: a larger result
+// would grow the IR text and the module, and computing it at run time costs no more.
+inline constexpr int64_t kMaxFoldElements = 1024;
+
+// Every canonicalization pattern (src/passes/canonicalize/), registered in one place.
+PatternSet canonicalizePatterns();
+
+} // namespace kiln
