@@ -75,7 +75,7 @@ uint16_t floatToHalf(float f) {
   if (absx < 0x38800000u) {                                               // subnormal or zero
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 126 - static_cast<int>(absx >> 23) + 13 + 1;
+    int shift = 126 - static_cast<int>(absx >> 23);
     uint32_t half = mant >> shift;
     uint32_t rem = mant & ((1u << shift) - 1);
     uint32_t mid = 1u << (shift - 1);

@@ -54,6 +54,11 @@ void Op::dropOperands() {
   operands_.clear();
 }
 
+// Ops are destroyed after every use is dropped, so no op touches a freed value.
+Func::~Func() {
+  for (auto& op : ops_) op->dropOperands();
+}
+
 Value* Func::addArg(Type type, std::string name) {
   auto v = std::make_unique<Value>();
   v->type_ = std::move(type);

@@ -117,6 +117,7 @@ private:
 class Func {
 public:
   Func(std::string name, Loc loc) : name_(std::move(name)), loc_(std::move(loc)) {}
+  ~Func();
   Func(const Func&) = delete;
   Func& operator=(const Func&) = delete;
 
