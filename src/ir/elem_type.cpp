@@ -72,7 +72,7 @@ uint16_t floatToHalf(float f) {
   if (absx >= 0x7f800000u) // inf or NaN (keep NaN quiet)
     return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // overflow → inf
-  if (absx < 0x38800000u) {                                               // subnormal or zero
+  if (absx < 0x38800000u) {                                              // subnormal or zero
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     int shift = 126 - static_cast<int>(absx >> 23);

@@ -5,7 +5,6 @@
 
 namespace kiln {
 
-
 void Value::replaceAllUsesWith(Value* other) {
   if (other == this) return;
   while (!uses_.empty()) {

@@ -74,8 +74,9 @@ struct PyValue {
   std::string str;
   int64_t i = 0;
   bool b = false;
-  std::vector<PyValue> items;                       // Tuple, List
-  std::vector<std::pair<PyValue, PyValue>> entries; // Dict
+  std::vector<PyValue> items;        // Tuple, List
+  std::vector<PyValue> keys, values; // Dict, in parallel (a vector of pairs of an incomplete type
+                                     // does not compile with clang)
 };
 
 class PyLiteralParser {
@@ -192,7 +193,8 @@ private:
       if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
       ++pos_;
       KILN_TRY(PyValue val, value(depth + 1));
-      v.entries.emplace_back(std::move(key), std::move(val));
+      v.keys.push_back(std::move(key));
+      v.values.push_back(std::move(val));
       skipSpace();
       if (pos_ < s_.size() && s_[pos_] == ',') {
         ++pos_;
@@ -251,7 +253,9 @@ Result<HostTensor> parseNpy(std::string_view bytes, const std::string& name) {
   std::optional<std::string> descr, kilnDtype;
   std::optional<bool> fortran;
   std::optional<std::vector<int64_t>> shape;
-  for (const auto& [key, val] : dict.entries) {
+  for (size_t di = 0; di < dict.keys.size(); ++di) {
+    const PyValue& key = dict.keys[di];
+    const PyValue& val = dict.values[di];
     if (key.kind != PyValue::Str) return error(loc, "malformed .npy header: non-string key");
     if (key.str == "descr") {
       if (val.kind != PyValue::Str)

@@ -284,7 +284,7 @@ SymExpr divLike(SymKind k, const SymExpr& a, const SymExpr& b) {
   int64_t inner = 0, merged = 0;
   bool constInner = rn.args.size() == 2 && rn.args[1].isConstant();
   if (constInner) inner = *rn.args[1].constantValue();
-  SymExpr atom;
+  SymExpr atom = rest;
   if (k == SymKind::FloorDiv && rn.kind == SymKind::FloorDiv && constInner && c > 0 && inner > 0 &&
       !__builtin_mul_overflow(inner, c, &merged)) {
     // floor(floor(x/d)/c) = floor(x/(d*c)) for positive d and c.
