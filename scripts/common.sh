@@ -35,8 +35,15 @@ kiln_install_packages() {
   fi
 }
 
+# Every build folder is configured through kiln_setup so that meson finds LLVM 19.
+kiln_setup() {
+  local dir="$1"
+  shift
+  meson setup "$dir" --native-file "$KILN_ROOT/scripts/llvm-19.ini" "$@"
+}
+
 kiln_configure() {
   if [ ! -f build/build.ninja ]; then
-    meson setup build "$@"
+    kiln_setup build "$@"
   fi
 }

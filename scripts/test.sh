@@ -58,13 +58,13 @@ configure_werror() {
   if [ -f build/build.ninja ]; then
     meson configure build -Dwerror=true
   else
-    meson setup build --werror
+    kiln_setup build --werror
   fi
 }
 
 sanitizer_unit_tests() {
   if [ ! -f build-asan/build.ninja ]; then
-    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false || return 1
+    kiln_setup build-asan -Db_sanitize=address,undefined -Db_lundef=false || return 1
   fi
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --suite unit --suite fuzz --print-errorlogs
@@ -72,7 +72,7 @@ sanitizer_unit_tests() {
 
 fuzz_parser() {
   if [ ! -f build-fuzz/build.ninja ]; then
-    CC=clang-19 CXX=clang++-19 meson setup build-fuzz -Dfuzz=enabled || return 1
+    CC=clang-19 CXX=clang++-19 kiln_setup build-fuzz -Dfuzz=enabled || return 1
   fi
   ninja -C build-fuzz tests/fuzz/fuzz-parser || return 1
   # New inputs go to a scratch folder so the checked-in corpus only changes by hand.

@@ -1,8 +1,8 @@
 // Passes and their registry.
 //
 // A pass is one file in src/passes/ that begins with Requires / Guarantees / Invalidates
-// and a tiny before/after example, defines a Pass subclass, and registers it by name with
-// a one-line description (registerPass in the same file, run from passes.cpp's table).
+// and a tiny before/after example, defines a Pass subclass and a factory declared in
+// passes.h, and is registered by name with a one-line description in passes.cpp's table.
 #pragma once
 
 #include <functional>
