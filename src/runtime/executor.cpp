@@ -15,8 +15,6 @@ struct Executor::DeviceState {
   std::unique_ptr<hal::CommandBuffer> pending;
   std::unique_ptr<hal::Semaphore> timeline;
   uint64_t signaled = 0;
-  // Buffers freed while pending work may still use them; released after the next flush.
-  std::vector<std::unique_ptr<hal::Buffer>> retired;
 
   // Submits the pending commands and waits until the device has run them.
   Status flush() {
@@ -27,7 +25,6 @@ struct Executor::DeviceState {
       ++signaled;
     }
     KILN_CHECK(timeline->wait(signaled));
-    retired.clear();
     return ok();
   }
 };
@@ -170,7 +167,6 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     d->pending = d->device->createCommandBuffer();
     d->timeline = d->device->createSemaphore(0);
     d->signaled = 0;
-    d->retired.clear();
     d->device->resetPeak();
   }
 
@@ -258,8 +254,10 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Free: {
+      // The pending work may still read the buffer: it runs first. (Drivers with
+      // asynchronous queues would rather release at the submission's semaphore value.)
       KILN_TRY(Slot * s, slotOf(op.operand(0), op));
-      if (s->owned) devices_[s->device]->retired.push_back(std::move(s->owned));
+      KILN_CHECK(devices_[s->device]->flush());
       env.erase(op.operand(0));
       break;
     }

@@ -5,9 +5,9 @@
 // A call binds the symbols from the inputs' shapes (count, element types, shapes, symbol
 // ranges and divisibility are checked first), then walks the host function: `alloc`
 // allocates, `transfer_to` uploads or copies, `dispatch` records into the device's pending
-// command buffer, `free` retires a buffer once the pending work is done, `wait` submits the
-// pending work and waits on the device's timeline semaphore, `return` waits for every
-// device and reads the results back. One executor runs one call at a time.
+// command buffer, `free` releases a buffer after submitting the pending work that may read it,
+// `wait` submits the pending work and waits on the device's timeline semaphore, `return` waits for
+// every device and reads the results back. One executor runs one call at a time.
 #pragma once
 
 #include <map>
