@@ -10,13 +10,8 @@ namespace kiln::cli {
 bool isModuleFile(const std::string& path) { return path.ends_with(".kmod"); }
 
 Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
-  // The ONNX importer plugs in here: `.onnx` becomes a tensor-level Module like `.kir`.
-  if (path.ends_with(".onnx"))
-    return error(Loc::named(path), "ONNX input is not supported yet in this build");
-  if (isModuleFile(path))
-    return error(Loc::named(path), "this is a compiled module (.kmod); it cannot be compiled "
-                                   "again (run it with kiln run, inspect it with kiln dump)");
-  return loadModule(path);
+  if (path == "-") return loadModule(path);
+  return loadSourceModule(path);
 }
 
 Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "runtime/program.h"
 
@@ -20,6 +21,11 @@ struct CompileOptions {
 };
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts);
+
+// A model file (.kir; .onnx through the importer) parsed and verified (source.cpp).
+Result<std::unique_ptr<Module>> loadSourceModule(const std::string& path);
+// .kir text from memory, parsed and verified; `name` locates its errors.
+Result<std::unique_ptr<Module>> loadSourceText(std::string_view text, const std::string& name);
 
 // The schedule as text: memory per entry as comments, the host functions, then each
 // executable's kernels (kiln compile --emit=schedule).
