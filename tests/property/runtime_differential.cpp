@@ -1,5 +1,6 @@
 // kiln-runtime-differential: random programs from the generator give byte-identical results
-// through the reference interpreter and through compile → .kmod bytes → load → executor
+// through the reference interpreter and through compile → .kmod bytes → RuntimeModule (the
+// embedding API over the executor)
 // (static programs and programs with symbolic dims), and calling the loaded module a
 // second time gives the same bytes again (load once, run many).
 //
@@ -15,7 +16,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/weights.h"
-#include "runtime/executor.h"
+#include "kiln/runtime.h"
 #include "runtime/module_format.h"
 
 namespace {
@@ -45,13 +46,11 @@ std::string check(uint64_t seed, bool symbolic) {
   if (!program.ok()) return "compile failed: " + program.diags().str();
   auto bytes = serializeProgram(*program);
   if (!bytes.ok()) return "serialize failed: " + bytes.diags().str();
-  auto owner = std::make_shared<std::string>(bytes.take());
-  auto loaded = loadProgram(*owner, owner, "gen.kmod", ".");
-  if (!loaded.ok()) return "load failed: " + loaded.diags().str();
-  auto exec = Executor::create(std::make_shared<const Program>(loaded.take()));
-  if (!exec.ok()) return "executor failed: " + exec.diags().str();
+  // Through the embedding API: module bytes loaded once, called twice.
+  auto module = RuntimeModule::fromBytes(bytes.take());
+  if (!module.ok()) return "load failed: " + module.diags().str();
   for (int call = 0; call < 2; ++call) {
-    auto got = (*exec)->call("main", inputs);
+    auto got = (*module)->run("main", inputs);
     if (expected.ok() != got.ok())
       return std::string("interpreter ") + (expected.ok() ? "succeeded" : "failed") +
              " but the executor " + (got.ok() ? "succeeded" : "failed: " + got.diags().str());

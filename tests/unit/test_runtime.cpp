@@ -101,20 +101,38 @@ TEST_CASE("a module file round-trips and runs like the interpreter, many times")
   CHECK((*twice)[0].getI(2) == 2);
 }
 
+const char* const kWeighted = R"(weight @w : tensor<3xf32> = "w.safetensors"["w"]
+func @main(%x: tensor<3xf32>) -> (tensor<3xf32>) {
+  %0 = weight {name = "w"} : tensor<3xf32>
+  %1 = mul %x, %0 : tensor<3xf32>
+  return %1
+}
+)";
+
+// A module with an embedded weight (all four section kinds).
+std::string weightedBytes() {
+  Program p = compile(kWeighted, {.device = "ref[0]", .embedWeights = false});
+  HostTensor w(ElemType::F32, {3});
+  w.setF(0, 1.5);
+  p.embeddedWeights["w"] = w;
+  return bytesOf(p);
+}
+
 TEST_CASE("flipping any byte or truncating anywhere is refused before anything runs") {
-  std::string bytes = bytesOf(compile(kSource));
-  REQUIRE(load(bytes).ok());
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::string bad = bytes;
-    bad[i] = static_cast<char>(bad[i] ^ 0x01);
-    auto r = load(bad);
-    CHECK_MESSAGE(!r.ok(), "flip of byte " << i << " was accepted");
-    bad[i] = static_cast<char>(bytes[i] ^ 0x80);
-    CHECK_MESSAGE(!load(bad).ok(), "flip of bit 7 of byte " << i << " was accepted");
+  for (const std::string& bytes : {bytesOf(compile(kSource)), weightedBytes()}) {
+    REQUIRE(load(bytes).ok());
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(bad[i] ^ 0x01);
+      auto r = load(bad);
+      CHECK_MESSAGE(!r.ok(), "flip of byte " << i << " was accepted");
+      bad[i] = static_cast<char>(bytes[i] ^ 0x80);
+      CHECK_MESSAGE(!load(bad).ok(), "flip of bit 7 of byte " << i << " was accepted");
+    }
+    for (size_t n = 0; n < bytes.size(); ++n)
+      CHECK_MESSAGE(!load(bytes.substr(0, n)).ok(), "truncation to " << n << " bytes was accepted");
+    CHECK(!load(bytes + std::string(1, '\0')).ok());
   }
-  for (size_t n = 0; n < bytes.size(); ++n)
-    CHECK_MESSAGE(!load(bytes.substr(0, n)).ok(), "truncation to " << n << " bytes was accepted");
-  CHECK(!load(bytes + std::string(1, '\0')).ok());
 }
 
 TEST_CASE("module file errors say what is wrong") {
