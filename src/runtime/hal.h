@@ -105,7 +105,7 @@ struct MemoryStats {
   uint64_t allocations = 0;
 };
 
-class Device : public std::enable_shared_from_this<Device> {
+class Device {
 public:
   virtual ~Device() = default;
   virtual const DeviceId& id() const = 0;
