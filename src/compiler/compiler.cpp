@@ -1,6 +1,7 @@
 // compileProgram: runs the pipeline and assembles the Program.
 #include "compiler/compiler.h"
 
+#include <algorithm>
 #include <set>
 
 #include "compiler/memory.h"
@@ -16,7 +17,7 @@ namespace {
 
 // A device's executable target: its driver's, when the driver is built in.
 Result<std::string> targetOf(const std::string& device) {
-  KILN_TRY(hal::DeviceId id, hal::parseDeviceId(device, Loc::named("--device")));
+  KILN_TRY(hal::DeviceId id, hal::parseDeviceId(device, Loc::named(device)));
   hal::Driver* driver = hal::lookupDriver(id.kind);
   if (!driver)
     return error(Loc::named("--device"),
@@ -27,15 +28,33 @@ Result<std::string> targetOf(const std::string& device) {
 } // namespace
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
-  KILN_TRY(std::string target, targetOf(opts.device));
+  KILN_TRY(hal::DeviceId device, hal::parseDeviceId(opts.device, Loc::named("--device")));
   Program p;
-  for (const auto& f : module->funcs()) p.entries.push_back(f->name());
+  std::set<std::string> kernelNames = dispatchedKernels(*module);
+  for (const auto& f : module->funcs())
+    if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
   KILN_CHECK(createShapeInferPass()->run(*module));
   ScheduleOptions so;
-  so.device = opts.device;
+  so.device = device.str();
   KILN_CHECK(createSchedulePass(so)->run(*module));
   KILN_CHECK(verifyModule(*module));
-  p.devices.push_back(opts.device);
+
+  // Devices in order of first use; one executable per target they need.
+  std::set<std::string> targets;
+  std::vector<std::string> targetOrder;
+  for (const std::string& e : p.entries)
+    for (const auto& op : module->lookupFunc(e)->ops()) {
+      if (!op->attrs().has("device")) continue;
+      std::string d = op->attrs().getStr("device");
+      if (std::find(p.devices.begin(), p.devices.end(), d) != p.devices.end()) continue;
+      p.devices.push_back(d);
+      KILN_TRY(std::string target, targetOf(d));
+      if (targets.insert(target).second) targetOrder.push_back(target);
+    }
+  if (targetOrder.empty()) {
+    KILN_TRY(std::string target, targetOf(device.str()));
+    targetOrder.push_back(target);
+  }
 
   std::set<std::string> entries(p.entries.begin(), p.entries.end());
   for (const std::string& e : p.entries) {
@@ -45,7 +64,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   PrintOptions kernels;
   kernels.locs = true;
   kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
-  p.executables.push_back({target, printModule(*module, kernels)});
+  for (const std::string& target : targetOrder)
+    p.executables.push_back({target, printModule(*module, kernels)});
 
   if (opts.embedWeights) {
     WeightStore store(*module);

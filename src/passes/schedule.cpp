@@ -1,6 +1,8 @@
 // schedule: lowers each tensor function to a host schedule plus one kernel per op.
 //
-// Requires:    every dim is known (run shape-infer first); functions are tensor-level.
+// Requires:    every dim is known (run shape-infer first). Functions that already hold host
+//              ops, and the kernels their dispatches name, are left as they are (a
+//              hand-written or partly scheduled module).
 // Guarantees:  each function holds only host ops and `return`: arguments are uploaded
 //              with `transfer_to`, each tensor op becomes `alloc` of its results and a
 //              `dispatch` of a new kernel function @F.kN (the op alone, tensor-level, run by
@@ -21,6 +23,7 @@
 // groups into the same kind of kernel function.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "passes/passes.h"
 
@@ -33,6 +36,18 @@ bool isTensorFunc(const Func& f) {
     if (op->info().level != OpLevel::Tensor) return false;
   return true;
 }
+
+} // namespace
+
+std::set<std::string> dispatchedKernels(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops())
+      if (op->kind() == OpKind::Dispatch) out.insert(op->attrs().getStr("kernel"));
+  return out;
+}
+
+namespace {
 
 Op* insertOp(Func& f, Op* before, OpKind kind, const std::vector<Value*>& operands, Attrs attrs,
              std::vector<Type> types, const Loc& loc) {
@@ -47,9 +62,10 @@ public:
   explicit SchedulePass(ScheduleOptions opts) : opts_(std::move(opts)) {}
 
   Status run(Module& m) override {
+    std::set<std::string> kernels = dispatchedKernels(m);
     std::vector<Func*> funcs;
     for (const auto& f : m.funcs())
-      if (isTensorFunc(*f)) funcs.push_back(f.get());
+      if (isTensorFunc(*f) && !kernels.count(f->name())) funcs.push_back(f.get());
     for (Func* f : funcs) KILN_CHECK(schedule(m, *f));
     return ok();
   }
