@@ -4,9 +4,15 @@
 #include <sstream>
 
 #include "cli.h"
+#include "ir/parser.h"
 #include "runtime/module_format.h"
 
 namespace kiln::cli {
+
+namespace {
+// Kernels listed per executable; a large model's dump stays readable.
+constexpr size_t kMaxKernelsListed = 16;
+} // namespace
 
 const char* const kDumpHelp = R"(usage: kiln dump FILE.kmod
 
@@ -78,11 +84,25 @@ int runDump(const std::vector<std::string>& args) {
   }
   out << "executables:\n";
   for (const ExecutableImage& x : p.executables) {
-    size_t kernels = 0;
-    for (size_t at = 0; (at = x.payload.find("\nfunc @", at)) != std::string::npos; ++at) ++kernels;
-    kernels += x.payload.starts_with("func @");
-    out << "  " << x.target << ": " << kernels << " kernels, " << x.payload.size()
-        << " bytes of IR\n";
+    out << "  " << x.target << ": " << x.payload.size() << " bytes";
+    // Executables whose payload is kiln IR (ref) list their kernels and what each runs.
+    auto kernels = parseModule(x.payload, path + ":exec." + x.target);
+    if (kernels.ok()) {
+      out << ", " << (*kernels)->funcs().size() << " kernels\n";
+      size_t shown = 0;
+      for (const auto& k : (*kernels)->funcs()) {
+        if (++shown > kMaxKernelsListed) {
+          out << "    ... " << (*kernels)->funcs().size() - kMaxKernelsListed << " more\n";
+          break;
+        }
+        out << "    @" << k->name() << ":";
+        for (const auto& op : k->ops())
+          if (op->kind() != OpKind::Return) out << " " << op->name();
+        out << "\n";
+      }
+    } else {
+      out << "\n";
+    }
   }
   out << "weights:\n";
   if (p.host->weights().empty()) out << "  (none)\n";
