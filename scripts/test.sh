@@ -7,11 +7,13 @@
 # build/meson-logs/testlog.json) and each extra step (the --werror build, the sanitizer
 # run, the fuzz run) counts once. Exits non-zero when anything failed.
 #
-#   KILN_FUZZ_SECONDS   how long to fuzz the parser (default 60)
+#   KILN_FUZZ_SECONDS         how long to fuzz the parser (default 60)
+#   KILN_FUZZ_MODULE_SECONDS  how long to fuzz the .kmod loader (default 30)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 set +e
 
 fuzz_seconds="${KILN_FUZZ_SECONDS:-60}"
+fuzz_module_seconds="${KILN_FUZZ_MODULE_SECONDS:-30}"
 passed=0
 failed=0
 
@@ -89,6 +91,24 @@ fuzz_parser() {
   return "$rc"
 }
 
+fuzz_module() {
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang-19 CXX=clang++-19 meson setup build-fuzz -Dfuzz=enabled || return 1
+  fi
+  ninja -C build-fuzz tests/fuzz/fuzz-module || return 1
+  local scratch artifacts
+  scratch="$(mktemp -d)"
+  artifacts="build-fuzz/fuzz-artifacts"
+  mkdir -p "$artifacts"
+  build-fuzz/tests/fuzz/fuzz-module "$scratch" tests/fuzz/corpus/module \
+    -max_total_time="$fuzz_module_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/module-"
+  local rc=$?
+  rm -rf "$scratch"
+  [ "$rc" -eq 0 ] || echo "fuzz-module found a failing input; it is in $artifacts/"
+  return "$rc"
+}
+
 if ! kiln_install_packages; then
   echo "0 passed, 1 failed"
   exit 1
@@ -102,6 +122,7 @@ meson test -C build --print-errorlogs
 count_meson_tests build
 step "unit tests under ASan + UBSan" sanitizer_unit_tests
 step "fuzz the parser for ${fuzz_seconds} s" fuzz_parser
+step "fuzz the module loader for ${fuzz_module_seconds} s" fuzz_module
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

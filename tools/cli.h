@@ -10,8 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compiler.h"
 #include "ir/diag.h"
+#include "ir/host_tensor.h"
 #include "ir/ir.h"
+#include "ir/npy.h"
+#include "runtime/drivers.h"
+#include "runtime/program.h"
 
 namespace kiln::cli {
 
@@ -42,6 +47,20 @@ Result<ParsedArgs> parseArgs(const std::vector<std::string>& args,
 Result<std::unique_ptr<Module>> loadModule(const std::string& path);
 Status writeTextFile(const std::string& path, const std::string& text);
 
+// Inputs (input.cpp). A source model (.kir, or - for stdin; .onnx once the importer lands)
+// parsed and verified:
+Result<std::unique_ptr<Module>> loadInputModule(const std::string& path);
+bool isModuleFile(const std::string& path); // FILE.kmod
+// A program to run: a .kmod file, or a source model compiled in memory for `device`.
+Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
+                                                        const std::string& device);
+// The entry to run: --function, else @main, else the only one.
+Result<std::string> pickEntry(const Program& p, const std::string& requested);
+// --input values (@FILE.npy or literals), in order; every bad one is reported.
+Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>& specs);
+// --device: well-formed and present on this machine.
+Result<hal::DeviceId> checkDevice(const std::string& spec);
+
 // Prints diagnostics to stderr; returns the exit status for a failure (1).
 int fail(const Diags& diags);
 int fail(const Diag& diag);
@@ -49,8 +68,16 @@ int fail(const Diag& diag);
 // Subcommands: each takes the words after its name and returns the process exit status.
 int runOpt(const std::vector<std::string>& args);
 int runRun(const std::vector<std::string>& args);
+int runCompile(const std::vector<std::string>& args);
+int runDump(const std::vector<std::string>& args);
+int runDevices(const std::vector<std::string>& args);
+int runBench(const std::vector<std::string>& args);
 
 extern const char* const kOptHelp;
 extern const char* const kRunHelp;
+extern const char* const kCompileHelp;
+extern const char* const kDumpHelp;
+extern const char* const kDevicesHelp;
+extern const char* const kBenchHelp;
 
 } // namespace kiln::cli

@@ -1,20 +1,21 @@
-// `kiln run`: evaluate one function of a module on a device, with inputs from .npy files
-// or literals, writing or printing its results.
+// `kiln run`: run one function of a module on a device, with inputs from .npy files or
+// literals, writing or printing its results. A .kmod runs as it is; a .kir (or stdin) is
+// compiled in memory first, so both go through the same executor.
 #include <filesystem>
 #include <iostream>
 
 #include "cli.h"
-#include "ir/interp.h"
-#include "ir/npy.h"
-#include "ir/weights.h"
+#include "runtime/executor.h"
 
 namespace kiln::cli {
 
-const char* const kRunHelp = R"(usage: kiln run FILE.kir|- [flags]
+const char* const kRunHelp = R"(usage: kiln run FILE.kmod|FILE.kir|- [flags]
 
-Runs one function of a module and prints or writes its results.
+Runs one function of a module and prints or writes its results. A .kir file (or stdin)
+is compiled in memory first; a .kmod file runs as compiled.
 
-  --device=KIND[N]      device to run on (default ref; this build has: ref)
+  --device=KIND[N]      device to run on (default ref[0]; for a .kmod, the device it was
+                        compiled for; see kiln devices)
   --function=NAME       function to run (default: main, else the only function)
   --input=@FILE.npy     next argument from a .npy file (repeatable, in argument order)
   --input=LITERAL       next argument from a literal: 2x3xf32=1 2 3 4 5 6, f32=7,
@@ -25,59 +26,6 @@ Runs one function of a module and prints or writes its results.
 
 Without --output or --output-dir each result is printed as `result[i]: tensor<...> [...]`.
 )";
-
-namespace {
-
-// Devices this build can run on; the executor adds more as drivers land.
-const char* const kDeviceKinds[] = {"ref"};
-
-Status checkDevice(const std::string& spec) {
-  Loc loc = Loc::named("--device");
-  std::string kind = spec;
-  int64_t ordinal = 0;
-  if (size_t open = spec.find('['); open != std::string::npos) {
-    kind = spec.substr(0, open);
-    std::string num = spec.substr(open + 1);
-    if (num.size() < 2 || num.back() != ']' ||
-        num.find_first_not_of("0123456789") != num.size() - 1 || num.size() > 10)
-      return error(loc, "bad device '" + spec + "': expected KIND or KIND[N], such as ref[0]");
-    ordinal = std::stoll(num.substr(0, num.size() - 1));
-  }
-  std::string available;
-  bool known = false;
-  for (const char* k : kDeviceKinds) {
-    available += (available.empty() ? "" : ", ") + std::string(k);
-    known = known || kind == k;
-  }
-  if (!known)
-    return error(loc, "unknown device kind '" + kind + "' (available: " + available + ")");
-  if (ordinal != 0)
-    return error(loc, "device " + spec + " does not exist; this build has " + kind + "[0]");
-  return ok();
-}
-
-Result<const Func*> pickFunction(const Module& m, const std::string& requested) {
-  std::string names;
-  for (const auto& f : m.funcs()) names += (names.empty() ? "@" : ", @") + f->name();
-  if (!requested.empty()) {
-    std::string name = requested.starts_with("@") ? requested.substr(1) : requested;
-    if (const Func* f = m.lookupFunc(name)) return f;
-    return error(Loc::named("--function"),
-                 "no function @" + name + " in the module (functions: " + names + ")");
-  }
-  if (m.funcs().empty()) return error(Loc{}, "the module has no functions to run");
-  if (const Func* f = m.lookupFunc("main")) return f;
-  if (m.funcs().size() == 1) return m.funcs()[0].get();
-  return error(Loc{}, "the module has no @main and " + std::to_string(m.funcs().size()) +
-                          " functions; choose one with --function (functions: " + names + ")");
-}
-
-Result<HostTensor> loadInput(const std::string& spec, size_t index) {
-  if (spec.starts_with("@")) return readNpy(spec.substr(1));
-  return parseTensorLiteral(spec, Loc::named("--input[" + std::to_string(index) + "]"));
-}
-
-} // namespace
 
 int runRun(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = {
@@ -94,19 +42,23 @@ int runRun(const std::vector<std::string>& args) {
   if (a.positional.size() != 1)
     return fail(error(Loc{}, "kiln run needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
-  if (Status dev = checkDevice(a.get("device", "ref")); !dev.ok()) return fail(dev.diags());
+  std::string device = "ref[0]";
+  if (a.has("device")) {
+    auto id = checkDevice(a.get("device"));
+    if (!id.ok()) return fail(id.diags());
+    device = id->str();
+  }
   if (a.has("output") && a.has("output-dir"))
     return fail(error(Loc{}, "--output and --output-dir cannot be combined"));
   for (const std::string& o : a.all("output"))
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto module = loadModule(a.positional[0]);
-  if (!module.ok()) return fail(module.diags());
-  const Module& m = **module;
-  auto func = pickFunction(m, a.get("function"));
-  if (!func.ok()) return fail(func.diags());
-  const Func& f = **func;
+  auto program = loadProgramInput(a.positional[0], device);
+  if (!program.ok()) return fail(program.diags());
+  auto entry = pickEntry(**program, a.get("function"));
+  if (!entry.ok()) return fail(entry.diags());
+  const Func& f = *(*program)->entry(*entry);
   size_t numResults = f.resultTypes().size();
   if (a.has("output") && a.all("output").size() != numResults)
     return fail(error(Loc::named("--output"),
@@ -114,19 +66,15 @@ int runRun(const std::vector<std::string>& args) {
                           (numResults == 1 ? " result but " : " results but ") +
                           std::to_string(a.all("output").size()) + " --output files were given"));
 
-  std::vector<HostTensor> inputs;
-  Diags inputErrors;
-  for (size_t i = 0; i < a.all("input").size(); ++i) {
-    auto t = loadInput(a.all("input")[i], i);
-    if (t.ok())
-      inputs.push_back(t.take());
-    else
-      inputErrors.append(t.diags());
-  }
-  if (inputErrors.hasErrors()) return fail(inputErrors);
+  auto inputs = loadInputTensors(a.all("input"));
+  if (!inputs.ok()) return fail(inputs.diags());
 
-  WeightStore weights(m);
-  auto results = interpret(f, inputs, weights);
+  ExecutorOptions execOpts;
+  if (a.has("device") && isModuleFile(a.positional[0]))
+    execOpts.device = *hal::parseDeviceId(device, Loc::named("--device"));
+  auto executor = Executor::create(*program, execOpts);
+  if (!executor.ok()) return fail(executor.diags());
+  auto results = (*executor)->call(*entry, *inputs);
   if (!results.ok()) return fail(results.diags());
 
   if (a.has("output")) {

@@ -11,8 +11,12 @@ namespace {
 const char* const kHelp = R"(usage: kiln COMMAND [flags]
 
 commands:
-  opt    parse, verify, transform and print a .kir module
-  run    run a function of a .kir module on a device
+  opt      parse, verify, transform and print a .kir module
+  compile  compile a module to a .kmod module file
+  run      run a function of a .kmod or .kir module on a device
+  bench    time repeated calls of a module's functions
+  dump     validate a .kmod file and print what it holds
+  devices  list the devices every driver sees
 
   kiln COMMAND --help   flags of one command
   kiln --version        print the version
@@ -36,9 +40,14 @@ int dispatch(const std::vector<std::string>& words) {
   }
   if (cmd == "opt") return cli::runOpt(rest);
   if (cmd == "run") return cli::runRun(rest);
+  if (cmd == "compile") return cli::runCompile(rest);
+  if (cmd == "dump") return cli::runDump(rest);
+  if (cmd == "devices") return cli::runDevices(rest);
+  if (cmd == "bench") return cli::runBench(rest);
   if (cmd.starts_with("-"))
     return cli::fail(error(Loc{}, "unknown flag '" + cmd + "' (see kiln --help)"));
-  return cli::fail(error(Loc{}, "unknown command '" + cmd + "' (commands: opt, run)"));
+  return cli::fail(error(Loc{}, "unknown command '" + cmd +
+                                    "' (commands: opt, compile, run, bench, dump, devices)"));
 }
 
 } // namespace

@@ -18,6 +18,16 @@ namespace kiln {
 Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostTensor>& inputs,
                                           WeightStore& weights);
 
+// Like interpret, starting from symbols already bound (a runtime kernel receives the
+// caller's binding, so result dims may use symbols its own inputs do not carry).
+Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<HostTensor>& inputs,
+                                               WeightStore& weights, SymbolBinding binding);
+
+// Binds the symbols of `f`'s argument types from the inputs' shapes (adding to `binding`,
+// which must agree with what is already bound) and checks count, element types, shapes,
+// ranges and divisibility: the check every entry point applies to its caller's inputs.
+Status bindArguments(const Func& f, const std::vector<HostTensor>& inputs, SymbolBinding& binding);
+
 // Evaluates one op on concrete operands (used by constant folding). `resultTypes` give
 // element types and, for ops that need them, shapes (resolved with `binding`).
 Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,

@@ -250,7 +250,8 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     weights += "weight " + globalName(w.name) + " : " + w.type.str() + " = " + quoteString(w.file) +
                "[" + quoteString(w.tensor) + "]\n";
   if (!weights.empty()) sections.push_back(std::move(weights));
-  for (const auto& f : m.funcs()) sections.push_back(printFunc(*f, opts));
+  for (const auto& f : m.funcs())
+    if (!opts.funcFilter || opts.funcFilter(*f)) sections.push_back(printFunc(*f, opts));
   std::string out;
   for (size_t i = 0; i < sections.size(); ++i) out += (i ? "\n" : "") + sections[i];
   return out;

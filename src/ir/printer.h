@@ -5,6 +5,7 @@
 // (sanitized, made unique) or are %argN.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ir/ir.h"
@@ -13,6 +14,8 @@ namespace kiln {
 
 struct PrintOptions {
   bool locs = false; // append `loc("file":line:col)` / `loc("name")` to every op
+  // printModule prints only the functions this accepts (all when empty).
+  std::function<bool(const Func&)> funcFilter = nullptr;
 };
 
 std::string printModule(const Module& m, const PrintOptions& opts = {});

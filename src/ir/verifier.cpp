@@ -24,8 +24,13 @@
 //   T1  result types are compatible with what inferResultTypes (shape_rules.h) infers
 //   T2  `weight` names a declared weight whose type is compatible with its result
 //   T3  `constant`'s dense value has exactly the result type (element type and shape)
-// Host and kernel levels add their own sections here (checkHostOp, checkKernelOp) when
-// ops.def declares ops of those levels.
+// Op, host level
+//   H1  `device` is KIND[N] (or KIND) and `dispatch`'s `outputs` is within its operand count
+//   H2  `free` frees a buffer made by alloc or transfer_to in this function, and nothing
+//       uses a buffer after its `free` (nor frees it twice)
+//   H3  host ops and tensor ops do not share a function (`return` belongs to both)
+// The kernel level adds its own section here (checkKernelOp) when ops.def declares ops of
+// that level.
 //
 // "Compatible" types have the same element type and rank, and each pair of dims is
 // provably equal under the module's symbol ranges or has a `?` on either side (`?` means
@@ -173,10 +178,50 @@ private:
     bool shapeOk = checkCounts(op, info, name) && checkAttrs(op, info, name);
     if (!operandsOk || !shapeOk) return;
     switch (info.level) {
-    case OpLevel::Tensor: checkTensorOp(op, info); break;
-    case OpLevel::Host:
+    case OpLevel::Tensor:
+      if (op.kind() != OpKind::Return) tensorOps_.push_back(&op);
+      if (op.kind() != OpKind::Return && firstHost_)
+        opError(op, "tensor op in @" + f_.name() + ", which also has host ops (first: '" +
+                        std::string(firstHost_->name()) + "')");
+      for (const Value* v : op.operands())
+        if (v && freed_.count(v)) opError(op, "uses a buffer after its free");
+      checkTensorOp(op, info);
+      break;
+    case OpLevel::Host: checkHostOp(op); break;
     case OpLevel::Kernel: break;
     }
+  }
+
+  // H1, H2, H3
+  void checkHostOp(const Op& op) {
+    if (op.attrs().has("device")) {
+      std::string d = op.attrs().getStr("device");
+      size_t open = d.find('[');
+      bool good = !d.empty() && open != 0;
+      if (good && open != std::string::npos)
+        good = d.size() > open + 2 && d.back() == ']' &&
+               d.find_first_not_of("0123456789", open + 1) == d.size() - 1;
+      if (!good) opError(op, "device '" + d + "' is not KIND[N], such as ref[0]");
+    }
+    if (op.kind() == OpKind::Dispatch) {
+      int64_t outs = op.attrs().getInt("outputs");
+      if (outs < 0 || static_cast<size_t>(outs) > op.numOperands())
+        opError(op, "dispatch has " + std::to_string(outs) + " outputs but " +
+                        std::to_string(op.numOperands()) + " operands");
+    }
+    for (const Value* v : op.operands())
+      if (v && freed_.count(v)) opError(op, "uses a buffer after its free");
+    if (op.kind() == OpKind::Free) {
+      const Value* v = op.operand(0);
+      if (v && (v->isArg() ||
+                (v->def()->kind() != OpKind::Alloc && v->def()->kind() != OpKind::TransferTo)))
+        opError(op, "free of a value that alloc or transfer_to did not make");
+      if (v) freed_.insert(v);
+    }
+    if (!firstHost_) firstHost_ = &op;
+    if (!tensorOps_.empty())
+      opError(op, "host op in @" + f_.name() + ", which also has tensor ops (first: '" +
+                      std::string(tensorOps_.front()->name()) + "')");
   }
 
   // O2
@@ -269,6 +314,9 @@ private:
   const Module* m_;
   std::unordered_map<const Op*, size_t> opIndex_;
   Diags diags_;
+  std::vector<const Op*> tensorOps_;       // H3
+  const Op* firstHost_ = nullptr;          // H3
+  std::unordered_set<const Value*> freed_; // H2
 };
 
 Status finish(Diags d) {

@@ -15,6 +15,8 @@ const std::vector<PassInfo>& registeredPasses() {
          createCanonicalizePass},
         {"cse", "merge ops that compute the same value from the same operands", createCsePass},
         {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
+        {"schedule", "lower tensor functions to a host schedule with one kernel per op (ref[0])",
+         [] { return createSchedulePass(); }},
         {"shape-infer", "replace '?' dims by what the shape rules compute; check known ones",
          createShapeInferPass},
     };

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "ir/rewrite.h"
 #include "passes/pass.h"
@@ -16,6 +18,13 @@ std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
+
+struct ScheduleOptions {
+  std::string device = "ref[0]"; // the device every dispatch runs on
+};
+std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
+// Names of the functions that some `dispatch` in the module runs (kernels, not entries).
+std::set<std::string> dispatchedKernels(const Module& m);
 
 // Constant folding only produces results of at most this many elements: a larger result
 // would grow the IR text and the module, and computing it at run time costs no more.

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Robustness test for the kiln CLI: bad input is a diagnostic, never a crash.
 
-Takes the examples, the lit inputs and a few generated programs, and feeds `kiln opt` and
-`kiln run` truncated copies, copies with flipped bytes and random bytes; then feeds
-`kiln run` broken .npy inputs. Every run must exit 0 (the input happened to be valid) or
+Takes the examples, the lit inputs and a few generated programs, and feeds `kiln opt`,
+`kiln run` and `kiln compile` truncated copies, copies with flipped bytes and random bytes;
+then feeds `kiln run` broken .npy inputs, and `kiln run` and `kiln dump` damaged .kmod
+module files, which must always be refused (exit 1). Every run must exit 0 (the input happened to be valid) or
 1 with `error:` on stderr. A signal (negative return code), any other exit code or a
 run over the per-run timeout is a failure. The whole test stays under --budget seconds
 (default 40): the mutation loops stop early when time runs out.
@@ -76,6 +77,18 @@ class Harness:
         self.expect_clean(["opt", "-", "--pass=canonicalize,cse,dce"], label + " [opt - stdin]",
                           data, stdin=data)
         self.expect_clean(["run", path] + ["--input=" + i for i in inputs], label + " [run]", data)
+        kmod = os.path.join(self.workdir, "case.kmod")
+        if self.expect_clean(["compile", path, "-o", kmod], label + " [compile]", data) == 0:
+            self.expect_clean(["run", kmod] + ["--input=" + i for i in inputs],
+                              label + " [run .kmod]", data)
+
+    def kmod_cases(self, label, data, mutated):
+        """A changed module file must be refused by run and dump: exit 1 with error:."""
+        path = self.write("case.kmod", mutated)
+        for cmd in (["run", path], ["dump", path]):
+            rc = self.expect_clean(cmd, "%s [%s]" % (label, cmd[0]), mutated)
+            if rc == 0 and mutated != data:
+                self.fail(label, mutated, "a damaged module was accepted by kiln " + cmd[0])
 
 
 def mutations(rng, data, count):
@@ -192,6 +205,14 @@ def main():
                 if h.out_of_time():
                     break
                 h.program_cases("%s %s" % (label, what), mutated, inputs)
+        for path in sorted(glob.glob(os.path.join(args.source_root,
+                                                  "tests/fuzz/corpus/module/*.kmod"))):
+            with open(path, "rb") as f:
+                data = f.read()
+            for what, mutated in mutations(rng, data, 12):
+                if h.out_of_time():
+                    break
+                h.kmod_cases("%s %s" % (os.path.basename(path), what), data, mutated)
         for i in range(40):
             if h.out_of_time():
                 break

@@ -517,7 +517,10 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
     case OpKind::Broadcast:
     case OpKind::Weight:
     case OpKind::Iota:
-    case OpKind::Range: declared = {T({4})}; break;
+    case OpKind::Range:
+    case OpKind::Alloc:
+    case OpKind::TransferTo:
+    case OpKind::LoadWeight: declared = {T({4})}; break;
     case OpKind::Transpose: a.set("perm", Ints{1, 0}); break;
     case OpKind::Split: a.set("sizes", Ints{1, 1}); break;
     case OpKind::Slice: a = attrs({{"starts", Ints{0}}, {"ends", Ints{1}}}); break;

@@ -230,10 +230,7 @@ static KernelResult runOp(const KernelCtx& c) {
 using interp::KernelCtx;
 using interp::shapeStr;
 
-namespace {
-
-// Binds the symbols of `f`'s argument types from the inputs' shapes and checks them.
-Status bindInputs(const Func& f, const std::vector<HostTensor>& inputs, SymbolBinding& binding) {
+Status bindArguments(const Func& f, const std::vector<HostTensor>& inputs, SymbolBinding& binding) {
   if (inputs.size() != f.numArgs())
     return error(f.loc(), "@" + f.name() + " takes " + std::to_string(f.numArgs()) +
                               " inputs, got " + std::to_string(inputs.size()));
@@ -307,12 +304,14 @@ Status bindInputs(const Func& f, const std::vector<HostTensor>& inputs, SymbolBi
   return ok();
 }
 
-} // namespace
-
 Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostTensor>& inputs,
                                           WeightStore& weights) {
-  SymbolBinding binding;
-  KILN_CHECK(bindInputs(f, inputs, binding));
+  return interpretBound(f, inputs, weights, SymbolBinding{});
+}
+
+Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<HostTensor>& inputs,
+                                               WeightStore& weights, SymbolBinding binding) {
+  KILN_CHECK(bindArguments(f, inputs, binding));
   std::unordered_map<const Value*, HostTensor> env;
   for (size_t i = 0; i < inputs.size(); ++i) env.emplace(f.arg(i), inputs[i]);
   for (const auto& opPtr : f.ops()) {

@@ -1,0 +1,52 @@
+// kiln's runtime embedding API (C++): load a module once, run its functions many times.
+// Links against the runtime alone (no compiler passes, no LLVM).
+//
+//   auto m = kiln::RuntimeModule::open("model.kmod");      // Result<unique_ptr<...>>
+//   if (!m.ok()) { std::cerr << m.diags().str(); return 1; }
+//   kiln::HostTensor x(kiln::ElemType::F32, {2, 4});       // bind inputs from memory
+//   std::memcpy(x.mutableData(), data, x.byteSize());
+//   auto outs = (*m)->run("main", {x});                    // Result<vector<HostTensor>>
+//   const float* y = reinterpret_cast<const float*>((*outs)[0].data());
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/host_tensor.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
+
+namespace kiln {
+
+class RuntimeModule {
+public:
+  // A .kmod file: validated (header, version, checksums), mapped, external weights checked.
+  static Result<std::unique_ptr<RuntimeModule>> open(const std::string& path,
+                                                     const ExecutorOptions& opts = {});
+  // .kmod bytes in memory (copied); relative external weight paths resolve against `baseDir`.
+  static Result<std::unique_ptr<RuntimeModule>>
+  fromBytes(std::string bytes, const ExecutorOptions& opts = {}, const std::string& baseDir = ".");
+  // A program compiled in memory (kiln/compiler.h).
+  static Result<std::unique_ptr<RuntimeModule>> fromProgram(Program program,
+                                                            const ExecutorOptions& opts = {});
+
+  // Entry functions, in module order, and their signatures.
+  const std::vector<std::string>& functions() const { return executor_->program().entries; }
+  const Func* signature(const std::string& function) const {
+    return executor_->program().entry(function);
+  }
+  // Checks the inputs (count, element types, shapes, symbol ranges), runs, reads back.
+  Result<std::vector<HostTensor>> run(const std::string& function,
+                                      const std::vector<HostTensor>& inputs) {
+    return executor_->call(function, inputs);
+  }
+  const CallStats& lastStats() const { return executor_->lastStats(); }
+
+private:
+  explicit RuntimeModule(std::unique_ptr<Executor> e) : executor_(std::move(e)) {}
+  std::unique_ptr<Executor> executor_;
+};
+
+} // namespace kiln

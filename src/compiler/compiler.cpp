@@ -1,0 +1,103 @@
+// compileProgram: runs the pipeline and assembles the Program.
+#include "compiler/compiler.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/memory.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "ir/weights.h"
+#include "passes/passes.h"
+#include "runtime/drivers.h"
+
+namespace kiln {
+
+namespace {
+
+// A device's executable target: its driver's, when the driver is built in.
+Result<std::string> targetOf(const std::string& device) {
+  KILN_TRY(hal::DeviceId id, hal::parseDeviceId(device, Loc::named(device)));
+  hal::Driver* driver = hal::lookupDriver(id.kind);
+  if (!driver)
+    return error(Loc::named("--device"),
+                 "unknown device kind '" + id.kind + "' (available: " + hal::driverNames() + ")");
+  return driver->target();
+}
+
+} // namespace
+
+Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
+  KILN_TRY(hal::DeviceId device, hal::parseDeviceId(opts.device, Loc::named("--device")));
+  Program p;
+  std::set<std::string> kernelNames = dispatchedKernels(*module);
+  for (const auto& f : module->funcs())
+    if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
+  KILN_CHECK(createShapeInferPass()->run(*module));
+  ScheduleOptions so;
+  so.device = device.str();
+  KILN_CHECK(createSchedulePass(so)->run(*module));
+  KILN_CHECK(verifyModule(*module));
+
+  // Devices in order of first use; one executable per target they need.
+  std::set<std::string> targets;
+  std::vector<std::string> targetOrder;
+  for (const std::string& e : p.entries)
+    for (const auto& op : module->lookupFunc(e)->ops()) {
+      if (!op->attrs().has("device")) continue;
+      std::string d = op->attrs().getStr("device");
+      if (std::find(p.devices.begin(), p.devices.end(), d) != p.devices.end()) continue;
+      p.devices.push_back(d);
+      KILN_TRY(std::string target, targetOf(d));
+      if (targets.insert(target).second) targetOrder.push_back(target);
+    }
+  if (targetOrder.empty()) {
+    KILN_TRY(std::string target, targetOf(device.str()));
+    targetOrder.push_back(target);
+  }
+
+  std::set<std::string> entries(p.entries.begin(), p.entries.end());
+  for (const std::string& e : p.entries) {
+    KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
+    p.stats.push_back(std::move(s));
+  }
+  PrintOptions kernels;
+  kernels.locs = true;
+  kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
+  for (const std::string& target : targetOrder)
+    p.executables.push_back({target, printModule(*module, kernels)});
+
+  if (opts.embedWeights) {
+    WeightStore store(*module);
+    for (const auto& f : module->funcs())
+      for (const auto& op : f->ops())
+        if (op->kind() == OpKind::LoadWeight) {
+          std::string name = op->attrs().getStr("name");
+          if (p.embeddedWeights.count(name)) continue;
+          KILN_TRY(HostTensor t, store.get(name));
+          p.embeddedWeights[name] = t;
+        }
+  }
+  p.host = std::move(module);
+  return p;
+}
+
+std::string printSchedule(const Program& p) {
+  std::string out;
+  for (const FunctionStats& s : p.stats) {
+    out += "// @" + s.name + ": " + std::to_string(s.dispatches) + " dispatches, peak memory " +
+           std::to_string(s.peakBytes) + " bytes, sum of tensors " + std::to_string(s.totalBytes) +
+           " bytes";
+    if (!s.boundAt.empty()) out += " (at " + s.boundAt + ")";
+    out += "\n//   peak = " + s.peakExpr + "\n//   sum  = " + s.totalExpr + "\n";
+  }
+  std::set<std::string> entries(p.entries.begin(), p.entries.end());
+  PrintOptions host;
+  host.funcFilter = [&](const Func& f) { return entries.count(f.name()) != 0; };
+  out += "\n" + printModule(*p.host, host);
+  for (const ExecutableImage& e : p.executables)
+    out += "\n// ---- executable for target " + e.target + " ----\n" + e.payload;
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,179 @@
+// schedule: lowers each tensor function to a host schedule plus one kernel per op.
+//
+// Requires:    every dim is known (run shape-infer first). Functions that already hold host
+//              ops, and the kernels their dispatches name, are left as they are (a
+//              hand-written or partly scheduled module).
+// Guarantees:  each function holds only host ops and `return`: arguments are uploaded
+//              with `transfer_to`, each tensor op becomes `alloc` of its results and a
+//              `dispatch` of a new kernel function @F.kN (the op alone, tensor-level, run by
+//              the target's executable), weights become `load_weight`; every buffer that is
+//              not returned is freed right after its last use, so the live set, not the sum
+//              of all tensors, bounds memory; `wait` precedes `return`.
+// Invalidates: nothing (tensor-level analyses do not apply to host functions).
+//
+//   func @f(%x: tensor<4xf32>) -> (tensor<4xf32>) {     func @f(%x: tensor<4xf32>) -> (...) {
+//     %0 = exp %x : tensor<4xf32>                  =>     %0 = transfer_to %x {device = "ref[0]"}
+//     return %0                                           %1 = alloc {device = "ref[0]"}
+//   }                                                     dispatch %0, %1 {kernel = "f.k0", ...}
+//                                                         free %0
+//                                                         wait {device = "ref[0]"}
+//                                                         return %1
+//
+// One op per kernel keeps the ref target exact; codegen's `fuse` later outlines bigger
+// groups into the same kind of kernel function.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+bool isTensorFunc(const Func& f) {
+  for (const auto& op : f.ops())
+    if (op->info().level != OpLevel::Tensor) return false;
+  return true;
+}
+
+} // namespace
+
+std::set<std::string> dispatchedKernels(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops())
+      if (op->kind() == OpKind::Dispatch) out.insert(op->attrs().getStr("kernel"));
+  return out;
+}
+
+namespace {
+
+Op* insertOp(Func& f, Op* before, OpKind kind, const std::vector<Value*>& operands, Attrs attrs,
+             std::vector<Type> types, const Loc& loc) {
+  auto op = std::make_unique<Op>(kind, std::move(types), std::move(attrs), loc);
+  Op* raw = f.insert(std::move(op), before);
+  for (Value* v : operands) raw->addOperand(v);
+  return raw;
+}
+
+class SchedulePass : public Pass {
+public:
+  explicit SchedulePass(ScheduleOptions opts) : opts_(std::move(opts)) {}
+
+  Status run(Module& m) override {
+    std::set<std::string> kernels = dispatchedKernels(m);
+    std::vector<Func*> funcs;
+    for (const auto& f : m.funcs())
+      if (isTensorFunc(*f) && !kernels.count(f->name())) funcs.push_back(f.get());
+    for (Func* f : funcs) KILN_CHECK(schedule(m, *f));
+    return ok();
+  }
+
+private:
+  Attrs deviceAttr() const {
+    Attrs a;
+    a.set("device", opts_.device);
+    return a;
+  }
+
+  Status schedule(Module& m, Func& f) {
+    for (const auto& op : f.ops())
+      for (size_t r = 0; r < op->numResults(); ++r)
+        if (op->result(r)->type().hasUnknownDims())
+          return error(op->loc(), "schedule: result " + std::to_string(r) + " of '" +
+                                      std::string(op->name()) +
+                                      "' has a `?` dim; run shape-infer first");
+    Op* first = f.ops().empty() ? nullptr : f.ops().front().get();
+    // Arguments live on the host: upload each used one once, before everything else.
+    for (size_t i = 0; i < f.numArgs(); ++i) {
+      Value* arg = f.arg(i);
+      if (!arg->hasUses()) continue;
+      Op* t = insertOp(f, first, OpKind::TransferTo, {}, deviceAttr(), {arg->type()}, f.loc());
+      arg->replaceAllUsesWith(t->result());
+      t->addOperand(arg);
+    }
+    size_t kernelCount = 0;
+    for (Op* op : f.opsSnapshot()) {
+      if (op->info().level != OpLevel::Tensor) continue;
+      if (op->kind() == OpKind::Return) {
+        insertOp(f, op, OpKind::Wait, {}, deviceAttr(), {}, op->loc());
+        continue;
+      }
+      if (op->kind() == OpKind::Weight) {
+        Attrs a = deviceAttr();
+        a.set("name", op->attrs().getStr("name"));
+        Op* w = insertOp(f, op, OpKind::LoadWeight, {}, std::move(a), {op->result()->type()},
+                         op->loc());
+        op->result()->replaceAllUsesWith(w->result());
+        f.erase(op);
+        continue;
+      }
+      std::string name = f.name() + ".k" + std::to_string(kernelCount++);
+      if (m.lookupFunc(name)) return error(op->loc(), "schedule: a function @" + name + " exists");
+      m.addFunc(outline(*op, name));
+      std::vector<Value*> operands = op->operands();
+      for (size_t r = 0; r < op->numResults(); ++r) {
+        Op* a =
+            insertOp(f, op, OpKind::Alloc, {}, deviceAttr(), {op->result(r)->type()}, op->loc());
+        operands.push_back(a->result());
+      }
+      Attrs d = deviceAttr();
+      d.set("kernel", name);
+      d.set("outputs", static_cast<int64_t>(op->numResults()));
+      insertOp(f, op, OpKind::Dispatch, operands, std::move(d), {}, op->loc());
+      for (size_t r = 0; r < op->numResults(); ++r)
+        op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
+      op->dropOperands();
+      f.erase(op);
+    }
+    insertFrees(f);
+    return ok();
+  }
+
+  // The op alone in a function of its operands, returning its results.
+  static std::unique_ptr<Func> outline(const Op& op, const std::string& name) {
+    auto k = std::make_unique<Func>(name, op.loc());
+    std::vector<Value*> args;
+    for (const Value* v : op.operands()) args.push_back(k->addArg(v->type()));
+    std::vector<Type> types;
+    for (size_t r = 0; r < op.numResults(); ++r) types.push_back(op.result(r)->type());
+    Op* clone = insertOp(*k, nullptr, op.kind(), args, op.attrs(), types, op.loc());
+    std::vector<Value*> results;
+    for (size_t r = 0; r < clone->numResults(); ++r) results.push_back(clone->result(r));
+    insertOp(*k, nullptr, OpKind::Return, results, {}, {}, op.loc());
+    k->setResultTypes(std::move(types));
+    return k;
+  }
+
+  // Frees every allocated or uploaded buffer right after its last use, unless returned.
+  // Weights stay resident (the executor keeps them for later calls).
+  static void insertFrees(Func& f) {
+    std::vector<Op*> ops = f.opsSnapshot();
+    std::map<const Op*, size_t> position;
+    for (size_t i = 0; i < ops.size(); ++i) position[ops[i]] = i;
+    for (Op* op : ops) {
+      if (op->kind() != OpKind::Alloc && op->kind() != OpKind::TransferTo) continue;
+      Value* buf = op->result();
+      size_t last = position[op];
+      bool returned = false;
+      for (const Use& u : buf->uses()) {
+        returned = returned || u.user->kind() == OpKind::Return;
+        last = std::max(last, position[u.user]);
+      }
+      // The return is the last op, so a buffer it does not use has a next op to free before.
+      if (returned || last + 1 >= ops.size()) continue;
+      insertOp(f, ops[last + 1], OpKind::Free, {buf}, {}, {}, ops[last]->loc());
+    }
+  }
+
+  ScheduleOptions opts_;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts) {
+  return std::make_unique<SchedulePass>(opts);
+}
+
+} // namespace kiln

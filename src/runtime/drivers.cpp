@@ -1,0 +1,67 @@
+// The driver table and the process-wide cache of opened devices.
+#include "runtime/drivers.h"
+
+#include <map>
+#include <mutex>
+
+#include "runtime/ref/ref.h"
+
+namespace kiln::hal {
+
+const std::vector<Driver*>& drivers() {
+  // One row per driver; later drivers (cpu, vulkan, hip, sim) add theirs here.
+  static const std::vector<Driver*> all = {ref::refDriver()};
+  return all;
+}
+
+Driver* lookupDriver(const std::string& kind) {
+  for (Driver* d : drivers())
+    if (d->name() == kind) return d;
+  return nullptr;
+}
+
+std::string driverNames() {
+  std::string s;
+  for (Driver* d : drivers()) s += (s.empty() ? "" : ", ") + d->name();
+  return s;
+}
+
+Result<DeviceId> parseDeviceId(const std::string& text, const Loc& where) {
+  DeviceId id{text, 0};
+  if (size_t open = text.find('['); open != std::string::npos) {
+    id.kind = text.substr(0, open);
+    std::string num = text.substr(open + 1);
+    if (num.size() < 2 || num.back() != ']' ||
+        num.find_first_not_of("0123456789") != num.size() - 1 || num.size() > 10)
+      return error(where, "bad device '" + text + "': expected KIND or KIND[N], such as ref[0]");
+    id.ordinal = std::stoll(num.substr(0, num.size() - 1));
+  }
+  if (id.kind.empty())
+    return error(where, "bad device '" + text + "': expected KIND or KIND[N], such as ref[0]");
+  return id;
+}
+
+Result<std::shared_ptr<Device>> openDevice(const DeviceId& id, const Loc& where) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Device>> opened;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = opened.find(id.str()); it != opened.end()) return it->second;
+  Driver* driver = lookupDriver(id.kind);
+  if (!driver)
+    return error(where, "unknown device kind '" + id.kind + "' (available: " + driverNames() + ")");
+  std::vector<DeviceInfo> devices = driver->enumerate();
+  bool exists = false;
+  for (const DeviceInfo& d : devices) exists = exists || d.id == id;
+  if (!exists) {
+    if (devices.empty()) return error(where, "no " + id.kind + " devices are available");
+    std::string have = devices.size() == 1
+                           ? devices[0].id.str()
+                           : devices.front().id.str() + ".." + devices.back().id.str();
+    return error(where, "device " + id.str() + " does not exist; this build has " + have);
+  }
+  KILN_TRY(std::shared_ptr<Device> dev, driver->open(id.ordinal));
+  opened[id.str()] = dev;
+  return dev;
+}
+
+} // namespace kiln::hal

@@ -1,0 +1,67 @@
+// Executor: runs a Program's entry functions on its devices. Load once, call many times:
+// devices are opened and executables loaded when the executor is created, weights are
+// uploaded to a device on first use and kept there for later calls.
+//
+// A call binds the symbols from the inputs' shapes (count, element types, shapes, symbol
+// ranges and divisibility are checked first), then walks the host function: `alloc`
+// allocates, `transfer_to` uploads or copies, `dispatch` records into the device's pending
+// command buffer, `free` releases a buffer after submitting the pending work that may read it,
+// `wait` submits the pending work and waits on the device's timeline semaphore, `return` waits for
+// every device and reads the results back. One executor runs one call at a time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/host_tensor.h"
+#include "ir/weights.h"
+#include "runtime/hal.h"
+#include "runtime/program.h"
+
+namespace kiln {
+
+struct ExecutorOptions {
+  // Runs every device of the program on this one instead (kiln run --device=...).
+  std::optional<hal::DeviceId> device;
+};
+
+struct CallStats {
+  uint64_t dispatches = 0;
+  uint64_t peakBytes = 0; // the devices' largest allocation total during the call
+};
+
+class Executor {
+public:
+  static Result<std::unique_ptr<Executor>> create(std::shared_ptr<const Program> program,
+                                                  const ExecutorOptions& opts = {});
+  ~Executor();
+
+  const Program& program() const { return *program_; }
+  Result<std::vector<HostTensor>> call(const std::string& function,
+                                       const std::vector<HostTensor>& inputs);
+  const CallStats& lastStats() const { return stats_; }
+
+private:
+  struct DeviceState;
+  struct KernelRef {
+    size_t device; // index into devices_
+    size_t kernel;
+  };
+  Executor() = default;
+  Result<size_t> deviceIndex(const std::string& spec, const Loc& loc);
+  Result<hal::Buffer*> weightBuffer(const std::string& name, size_t device, const Loc& loc);
+
+  std::shared_ptr<const Program> program_;
+  ExecutorOptions opts_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::map<std::string, size_t> deviceByName_;
+  std::map<std::pair<std::string, size_t>, KernelRef> kernels_; // (name, device) -> kernel
+  std::unique_ptr<WeightStore> weightStore_;
+  std::map<std::pair<std::string, size_t>, std::unique_ptr<hal::Buffer>> weightBuffers_;
+  CallStats stats_;
+};
+
+} // namespace kiln

@@ -1,0 +1,145 @@
+// The hardware abstraction layer: the six interfaces every runtime driver implements.
+//
+//   Driver        enumerates the devices of one kind (ref, cpu, vulkan, hip, sim) and opens them
+//   Device        allocates buffers, loads executables, creates command buffers and
+//                 semaphores, runs submissions on its queue, reports limits and memory use
+//   Buffer        device memory; host transfers go through read/write (map for drivers
+//                 whose memory the host can see)
+//   Executable    the kernels of one target, loaded from a module's payload; a dispatch
+//                 names "kernel N of executable E"
+//   CommandBuffer a recorded list of dispatch / copy / fill / barrier commands
+//   Semaphore     a timeline: a 64-bit value that only grows, waited for and signaled;
+//                 a failure state carries the error of the work that failed
+//
+// Every call that can fail on user input or on a failing kernel returns a Result/Status;
+// nothing here aborts. The runtime library links no LLVM and no compiler pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/elem_type.h"
+#include "ir/symexpr.h"
+
+namespace kiln::hal {
+
+// `kind[ordinal]`, such as ref[0].
+struct DeviceId {
+  std::string kind;
+  int64_t ordinal = 0;
+  std::string str() const { return kind + "[" + std::to_string(ordinal) + "]"; }
+  bool operator==(const DeviceId&) const = default;
+};
+
+// Parses "ref" (ordinal 0) or "ref[2]"; errors are located at `where` (a flag, a file).
+Result<DeviceId> parseDeviceId(const std::string& text, const Loc& where);
+
+class Device;
+
+class Buffer {
+public:
+  virtual ~Buffer() = default;
+  virtual Device& device() = 0;
+  virtual uint64_t byteSize() const = 0;
+  // Host access: a range outside the buffer is an error.
+  virtual Status write(uint64_t offset, const void* src, uint64_t bytes) = 0;
+  virtual Status read(uint64_t offset, void* dst, uint64_t bytes) const = 0;
+  // Host-visible memory of the whole buffer, or null when the driver's memory is not
+  // host-visible (then use read/write).
+  virtual uint8_t* map() = 0;
+};
+
+class Executable {
+public:
+  virtual ~Executable() = default;
+  virtual const std::string& target() const = 0;
+  virtual size_t numKernels() const = 0;
+  virtual const std::string& kernelName(size_t index) const = 0;
+};
+
+// What a kernel sees of one buffer: the buffer and the tensor it holds there.
+struct Binding {
+  Buffer* buffer = nullptr;
+  ElemType elem = ElemType::F32;
+  std::vector<int64_t> shape;
+};
+
+class CommandBuffer {
+public:
+  virtual ~CommandBuffer() = default;
+  // Runs kernel `kernel` of `exe` reading `inputs` and writing `outputs`; `dims` carries the
+  // call's dynamic dims (symbol values). Buffers of another device are an error at run time.
+  virtual void dispatch(const Executable& exe, size_t kernel, std::vector<Binding> inputs,
+                        std::vector<Binding> outputs, SymbolBinding dims) = 0;
+  virtual void copy(Buffer& src, uint64_t srcOffset, Buffer& dst, uint64_t dstOffset,
+                    uint64_t bytes) = 0;
+  virtual void fill(Buffer& dst, uint64_t offset, uint64_t bytes, uint8_t pattern) = 0;
+  // Commands after a barrier see the effects of every command before it.
+  virtual void barrier() = 0;
+  virtual size_t numCommands() const = 0;
+};
+
+class Semaphore {
+public:
+  virtual ~Semaphore() = default;
+  virtual uint64_t value() const = 0;
+  // Raises the value (never lowers it) and wakes waiters.
+  virtual void signal(uint64_t value) = 0;
+  // Puts the semaphore in the failed state: every wait returns these diagnostics.
+  virtual void fail(Diags why) = 0;
+  // Blocks until value() >= target or the semaphore failed.
+  virtual Status wait(uint64_t target) const = 0;
+};
+
+struct DeviceLimits {
+  uint64_t maxBufferBytes = 0;
+  uint64_t memoryBytes = 0;
+};
+
+struct MemoryStats {
+  uint64_t bytesInUse = 0;
+  uint64_t peakBytes = 0;
+  uint64_t allocations = 0;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  virtual const DeviceId& id() const = 0;
+  virtual std::string description() const = 0;
+  virtual DeviceLimits limits() const = 0;
+  virtual MemoryStats memoryStats() const = 0;
+  virtual void resetPeak() = 0;
+
+  virtual Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes) = 0;
+  // `payload` is the executable's bytes in the module; `target` names its format.
+  virtual Result<std::unique_ptr<Executable>> loadExecutable(const std::string& target,
+                                                             const std::string& payload) = 0;
+  virtual std::unique_ptr<CommandBuffer> createCommandBuffer() = 0;
+  virtual std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) = 0;
+  // Runs `cb` on the device's queue once `wait` reaches `waitValue`, then signals `signal`
+  // to `signalValue` (or fails it with the commands' error, which is also returned when the
+  // driver runs synchronously).
+  virtual Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
+                        Semaphore& signal, uint64_t signalValue) = 0;
+};
+
+struct DeviceInfo {
+  DeviceId id;
+  std::string description;
+};
+
+class Driver {
+public:
+  virtual ~Driver() = default;
+  virtual const std::string& name() const = 0;
+  // The executable targets this driver loads (ref: "ref").
+  virtual std::string target() const = 0;
+  virtual std::vector<DeviceInfo> enumerate() = 0;
+  virtual Result<std::shared_ptr<Device>> open(int64_t ordinal) = 0;
+};
+
+} // namespace kiln::hal

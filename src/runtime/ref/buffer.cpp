@@ -1,0 +1,33 @@
+// RefBuffer: host memory owned by one ref device; every host access is range-checked.
+#include <cstring>
+
+#include "runtime/ref/ref.h"
+
+namespace kiln::hal::ref {
+
+RefBuffer::~RefBuffer() { device_.released(bytes_); }
+
+Device& RefBuffer::device() { return device_; }
+
+static Status checkRange(const RefDevice& d, uint64_t offset, uint64_t bytes, uint64_t size) {
+  if (offset > size || bytes > size - offset)
+    return error(Loc::named(d.id().str()), "buffer access of " + std::to_string(bytes) +
+                                               " bytes at offset " + std::to_string(offset) +
+                                               " is outside the " + std::to_string(size) +
+                                               "-byte buffer");
+  return ok();
+}
+
+Status RefBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
+  KILN_CHECK(checkRange(device_, offset, bytes, bytes_));
+  if (bytes) std::memcpy(data_.get() + offset, src, bytes);
+  return ok();
+}
+
+Status RefBuffer::read(uint64_t offset, void* dst, uint64_t bytes) const {
+  KILN_CHECK(checkRange(device_, offset, bytes, bytes_));
+  if (bytes) std::memcpy(dst, data_.get() + offset, bytes);
+  return ok();
+}
+
+} // namespace kiln::hal::ref

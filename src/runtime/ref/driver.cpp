@@ -1,0 +1,47 @@
+// RefDriver: enumerates ref[0..N-1] (N from KILN_REF_DEVICES, default 1) and opens them.
+#include <cstdlib>
+#include <string>
+
+#include "runtime/ref/ref.h"
+
+namespace kiln::hal::ref {
+
+namespace {
+
+int64_t refDeviceCount() {
+  const char* env = std::getenv("KILN_REF_DEVICES");
+  if (!env || !*env) return 1;
+  char* end = nullptr;
+  long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 64) return 1;
+  return n;
+}
+
+class RefDriver : public Driver {
+public:
+  const std::string& name() const override { return name_; }
+  std::string target() const override { return "ref"; }
+  std::vector<DeviceInfo> enumerate() override {
+    std::vector<DeviceInfo> out;
+    for (int64_t i = 0; i < refDeviceCount(); ++i)
+      out.push_back({DeviceId{"ref", i}, "reference interpreter, host memory"});
+    return out;
+  }
+  Result<std::shared_ptr<Device>> open(int64_t ordinal) override {
+    if (ordinal < 0 || ordinal >= refDeviceCount())
+      return error(Loc{}, "device ref[" + std::to_string(ordinal) + "] does not exist");
+    return std::shared_ptr<Device>(std::make_shared<RefDevice>(ordinal));
+  }
+
+private:
+  std::string name_ = "ref";
+};
+
+} // namespace
+
+Driver* refDriver() {
+  static RefDriver driver;
+  return &driver;
+}
+
+} // namespace kiln::hal::ref

@@ -1,0 +1,115 @@
+// The `ref` driver: devices ref[0..N-1] whose kernels are tensor-level functions run by the
+// reference interpreter. Each device has its own memory; a kernel that binds a buffer of
+// another device fails at run time (never a silent copy). Submissions run synchronously
+// on the calling thread, in submission order.
+//
+// N is 1 unless the environment sets KILN_REF_DEVICES (1 to 64).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/ir.h"
+#include "ir/weights.h"
+#include "runtime/hal.h"
+
+namespace kiln::hal::ref {
+
+Driver* refDriver();
+
+class RefDevice;
+
+class RefBuffer : public Buffer {
+public:
+  RefBuffer(RefDevice& device, std::unique_ptr<uint8_t[]> data, uint64_t bytes)
+      : device_(device), data_(std::move(data)), bytes_(bytes) {}
+  ~RefBuffer() override;
+  Device& device() override;
+  uint64_t byteSize() const override { return bytes_; }
+  Status write(uint64_t offset, const void* src, uint64_t bytes) override;
+  Status read(uint64_t offset, void* dst, uint64_t bytes) const override;
+  uint8_t* map() override { return data_.get(); }
+
+private:
+  RefDevice& device_;
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t bytes_;
+};
+
+// The payload is kiln IR text: one tensor-level function per kernel, in kernel order.
+class RefExecutable : public Executable {
+public:
+  static Result<std::unique_ptr<RefExecutable>> load(const std::string& payload);
+  const std::string& target() const override { return target_; }
+  size_t numKernels() const override { return kernels_.size(); }
+  const std::string& kernelName(size_t index) const override { return kernels_[index]->name(); }
+  const Func& kernel(size_t index) const { return *kernels_[index]; }
+  WeightStore& weights() const { return *weights_; }
+
+private:
+  std::string target_ = "ref";
+  std::unique_ptr<Module> module_;
+  std::vector<const Func*> kernels_;
+  std::unique_ptr<WeightStore> weights_;
+};
+
+class RefCommandBuffer : public CommandBuffer {
+public:
+  struct Command {
+    enum Kind { Dispatch, Copy, Fill, Barrier };
+    Kind kind = Barrier;
+    const Executable* exe = nullptr;
+    size_t kernel = 0;
+    std::vector<Binding> inputs, outputs;
+    SymbolBinding dims;
+    Buffer* src = nullptr;
+    Buffer* dst = nullptr;
+    uint64_t srcOffset = 0, dstOffset = 0, bytes = 0;
+    uint8_t pattern = 0;
+  };
+  void dispatch(const Executable& exe, size_t kernel, std::vector<Binding> inputs,
+                std::vector<Binding> outputs, SymbolBinding dims) override;
+  void copy(Buffer& src, uint64_t srcOffset, Buffer& dst, uint64_t dstOffset,
+            uint64_t bytes) override;
+  void fill(Buffer& dst, uint64_t offset, uint64_t bytes, uint8_t pattern) override;
+  void barrier() override;
+  size_t numCommands() const override { return commands_.size(); }
+  const std::vector<Command>& commands() const { return commands_; }
+
+private:
+  std::vector<Command> commands_;
+};
+
+class RefDevice : public Device {
+public:
+  explicit RefDevice(int64_t ordinal) : id_{"ref", ordinal} {}
+  const DeviceId& id() const override { return id_; }
+  std::string description() const override;
+  DeviceLimits limits() const override;
+  MemoryStats memoryStats() const override;
+  void resetPeak() override;
+
+  Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  Result<std::unique_ptr<Executable>> loadExecutable(const std::string& target,
+                                                     const std::string& payload) override;
+  std::unique_ptr<CommandBuffer> createCommandBuffer() override;
+  std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) override;
+  Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
+                uint64_t signalValue) override;
+
+  void released(uint64_t bytes);
+
+private:
+  Status execute(const RefCommandBuffer::Command& c);
+  Status dispatchNow(const RefCommandBuffer::Command& c);
+  Status checkResident(const Binding& b, const std::string& kernel, const char* role, size_t i);
+
+  DeviceId id_;
+  std::mutex queue_;
+  mutable std::mutex statsMu_;
+  MemoryStats stats_;
+};
+
+} // namespace kiln::hal::ref

@@ -1,0 +1,322 @@
+// Unit tests for the runtime: the .kmod container (every flipped byte and every truncation
+// refused, version and bounds errors), the executor (results equal the interpreter's,
+// several functions and repeated calls on one load, input errors), the ref driver (buffers
+// of another device refused, memory accounting), semaphores, and peak memory reporting.
+#include <cstdlib>
+#include <doctest/doctest.h>
+#include <filesystem>
+
+#include "compiler/compiler.h"
+#include "ir/interp.h"
+#include "ir/parser.h"
+#include "ir/safetensors.h"
+#include "runtime/drivers.h"
+#include "runtime/executor.h"
+#include "runtime/module_format.h"
+#include "runtime/semaphore.h"
+
+using namespace kiln;
+
+namespace {
+
+const char* const kSource = R"(symbol seq in [1, 64]
+func @main(%x: tensor<{seq}x4xf32>, %s: tensor<f32>) -> (tensor<{seq}x4xf32>, tensor<4xf32>) {
+  %0 = add %x, %s : tensor<{seq}x4xf32>
+  %1 = exp %0 : tensor<{seq}x4xf32>
+  %2 = reduce_sum %1 {axes = [0], keepdims = 0} : tensor<4xf32>
+  return %0, %2
+}
+func @twice(%x: tensor<3xi32>) -> (tensor<3xi32>) {
+  %0 = add %x, %x : tensor<3xi32>
+  return %0
+}
+)";
+
+Program compile(const std::string& text, CompileOptions opts = {}) {
+  auto m = parseModule(text, "t.kir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.diags().str()));
+  auto p = compileProgram(m.take(), opts);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.diags().str()));
+  return p.take();
+}
+
+std::string bytesOf(const Program& p) {
+  auto b = serializeProgram(p);
+  REQUIRE(b.ok());
+  return b.take();
+}
+
+Result<Program> load(const std::string& bytes) {
+  auto owner = std::make_shared<std::string>(bytes);
+  return loadProgram(*owner, owner, "t.kmod", ".");
+}
+
+HostTensor seqInput(int64_t seq) {
+  HostTensor t(ElemType::F32, {seq, 4});
+  for (int64_t i = 0; i < t.numElements(); ++i) t.setF(i, 0.25 * static_cast<double>(i) - 1);
+  return t;
+}
+
+HostTensor scalar(double v) {
+  HostTensor t(ElemType::F32, {});
+  t.setF(0, v);
+  return t;
+}
+
+std::unique_ptr<Executor> executorFor(Program p) {
+  auto ex = Executor::create(std::make_shared<const Program>(std::move(p)));
+  REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.diags().str()));
+  return ex.take();
+}
+
+} // namespace
+
+TEST_CASE("a module file round-trips and runs like the interpreter, many times") {
+  std::string bytes = bytesOf(compile(kSource));
+  auto loaded = load(bytes);
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.diags().str()));
+  CHECK(loaded->entries == std::vector<std::string>{"main", "twice"});
+  CHECK(loaded->devices == std::vector<std::string>{"ref[0]"});
+  auto ex = executorFor(loaded.take());
+
+  auto source = parseModule(kSource, "t.kir");
+  REQUIRE(source.ok());
+  WeightStore none(**source);
+  for (int64_t seq : {1, 3, 64, 3}) {
+    std::vector<HostTensor> in = {seqInput(seq), scalar(0.5)};
+    auto want = interpret(*(*source)->lookupFunc("main"), in, none);
+    auto got = ex->call("main", in);
+    REQUIRE(want.ok());
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+    REQUIRE(got->size() == 2);
+    CHECK((*got)[0].identical((*want)[0]));
+    CHECK((*got)[1].identical((*want)[1]));
+    CHECK(ex->lastStats().dispatches == 3);
+  }
+  HostTensor i(ElemType::I32, {3});
+  for (int k = 0; k < 3; ++k) i.setI(k, k - 1);
+  auto twice = ex->call("twice", {i});
+  REQUIRE(twice.ok());
+  CHECK((*twice)[0].getI(0) == -2);
+  CHECK((*twice)[0].getI(2) == 2);
+}
+
+const char* const kWeighted = R"(weight @w : tensor<3xf32> = "w.safetensors"["w"]
+func @main(%x: tensor<3xf32>) -> (tensor<3xf32>) {
+  %0 = weight {name = "w"} : tensor<3xf32>
+  %1 = mul %x, %0 : tensor<3xf32>
+  return %1
+}
+)";
+
+// A module with an embedded weight (all four section kinds).
+std::string weightedBytes() {
+  Program p = compile(kWeighted, {.device = "ref[0]", .embedWeights = false});
+  HostTensor w(ElemType::F32, {3});
+  w.setF(0, 1.5);
+  p.embeddedWeights["w"] = w;
+  return bytesOf(p);
+}
+
+TEST_CASE("flipping any byte or truncating anywhere is refused before anything runs") {
+  for (const std::string& bytes : {bytesOf(compile(kSource)), weightedBytes()}) {
+    REQUIRE(load(bytes).ok());
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(bad[i] ^ 0x01);
+      auto r = load(bad);
+      CHECK_MESSAGE(!r.ok(), "flip of byte " << i << " was accepted");
+      bad[i] = static_cast<char>(bytes[i] ^ 0x80);
+      CHECK_MESSAGE(!load(bad).ok(), "flip of bit 7 of byte " << i << " was accepted");
+    }
+    for (size_t n = 0; n < bytes.size(); ++n)
+      CHECK_MESSAGE(!load(bytes.substr(0, n)).ok(), "truncation to " << n << " bytes was accepted");
+    CHECK(!load(bytes + std::string(1, '\0')).ok());
+  }
+}
+
+TEST_CASE("module file errors say what is wrong") {
+  std::string bytes = bytesOf(compile(kSource));
+  auto msg = [](const std::string& b) {
+    auto r = load(b);
+    REQUIRE(!r.ok());
+    return r.diags().str();
+  };
+  std::string v2 = bytes;
+  v2[8] = 2;
+  CHECK(msg(v2).find("t.kmod: error: module format version 2 is not supported; this kiln reads "
+                     "version 1") != std::string::npos);
+  CHECK(msg("hello").find("truncated module: 5 bytes") != std::string::npos);
+  CHECK(msg(std::string(64, 'x')).find("not a kiln module (bad magic)") != std::string::npos);
+  CHECK(msg(bytes.substr(0, bytes.size() - 10)).find("truncated module: the header says") !=
+        std::string::npos);
+  std::string flipped = bytes;
+  flipped[bytes.size() - 3] ^= 0x10;
+  CHECK(msg(flipped).find("checksum mismatch in section") != std::string::npos);
+}
+
+TEST_CASE("input errors name what is wrong") {
+  auto ex = executorFor(compile(kSource));
+  auto err = [&](const std::vector<HostTensor>& in) {
+    auto r = ex->call("main", in);
+    REQUIRE(!r.ok());
+    return r.diags().str();
+  };
+  CHECK(err({seqInput(2)}).find("@main takes 2 inputs, got 1") != std::string::npos);
+  CHECK(err({seqInput(2), HostTensor(ElemType::I32, {})}).find("has element type i32") !=
+        std::string::npos);
+  CHECK(err({HostTensor(ElemType::F32, {2, 5}), scalar(1)}).find("has shape [2, 5]") !=
+        std::string::npos);
+  CHECK(err({seqInput(65), scalar(1)}).find("outside its range [1, 64]") != std::string::npos);
+  auto missing = ex->call("nope", {});
+  REQUIRE(!missing.ok());
+  CHECK(missing.diags().str().find("no function @nope") != std::string::npos);
+  // The executor still works after errors.
+  CHECK(ex->call("main", {seqInput(2), scalar(1)}).ok());
+}
+
+TEST_CASE("peak memory is the live set, below the sum of all tensors") {
+  Program p = compile(R"(symbol n in [1, 1024]
+func @chain(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = exp %x : tensor<{n}xf32>
+  %1 = neg %0 : tensor<{n}xf32>
+  %2 = abs %1 : tensor<{n}xf32>
+  %3 = sqrt %2 : tensor<{n}xf32>
+  return %3
+}
+)");
+  REQUIRE(p.stats.size() == 1);
+  const FunctionStats& s = p.stats[0];
+  CHECK(s.dispatches == 4);
+  CHECK(s.totalBytes == 5 * 4 * 1024);
+  CHECK(s.peakBytes == 2 * 4 * 1024);
+  CHECK(s.peakExpr == "8*n");
+  CHECK(s.boundAt == "n=1024");
+  // The executor's measured peak agrees for a concrete size.
+  auto ex = executorFor(std::move(p));
+  HostTensor x(ElemType::F32, {100});
+  REQUIRE(ex->call("chain", {x}).ok());
+  CHECK(ex->lastStats().peakBytes == 2 * 4 * 100);
+}
+
+TEST_CASE("weights: embedded in the module, or external and checked at load") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-test-runtime-weights";
+  fs::create_directories(dir);
+  HostTensor w(ElemType::F32, {2});
+  w.setF(0, 3);
+  w.setF(1, -4);
+  REQUIRE(writeSafetensors((dir / "w.safetensors").string(), {{"w", w}}).ok());
+  std::string src = "weight @w : tensor<2xf32> = \"" + (dir / "w.safetensors").string() +
+                    "\"[\"w\"]\nfunc @main(%x: tensor<2xf32>) -> (tensor<2xf32>) {\n"
+                    "  %0 = weight {name = \"w\"} : tensor<2xf32>\n"
+                    "  %1 = mul %x, %0 : tensor<2xf32>\n  return %1\n}\n";
+  HostTensor x(ElemType::F32, {2});
+  x.setF(0, 2);
+  x.setF(1, 0.5);
+
+  std::string embedded = bytesOf(compile(src));
+  CompileOptions ext;
+  ext.embedWeights = false;
+  std::string external = bytesOf(compile(src, ext));
+  CHECK(embedded.size() > external.size());
+  REQUIRE(
+      writeSafetensors((dir / "w.safetensors").string(), {{"w", HostTensor(ElemType::F32, {2})}})
+          .ok());
+  for (const std::string* bytes : {&embedded, &external}) {
+    auto p = load(*bytes);
+    REQUIRE(p.ok());
+    auto ex = executorFor(p.take());
+    auto r = ex->call("main", {x});
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+    // Embedded keeps the values compiled in; external reads the file as it is now (zeros).
+    double first = bytes == &embedded ? 6 : 0;
+    CHECK((*r)[0].getF(0) == first);
+    CHECK(ex->call("main", {x}).ok());
+  }
+  fs::path file = dir / "external.kmod";
+  {
+    auto p = load(external);
+    REQUIRE(p.ok());
+    REQUIRE(writeProgramFile(file.string(), *p).ok());
+  }
+  CHECK(loadProgramFile(file.string()).ok());
+  fs::remove(dir / "w.safetensors");
+  auto missing = loadProgramFile(file.string());
+  REQUIRE(!missing.ok());
+  CHECK(missing.diags().str().find("cannot load weight @w") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ref devices: own memory, and a kernel never touches another device's buffer") {
+  setenv("KILN_REF_DEVICES", "2", 1);
+  auto d0 = hal::openDevice({"ref", 0}, Loc{});
+  auto d1 = hal::openDevice({"ref", 1}, Loc{});
+  REQUIRE(d0.ok());
+  REQUIRE(d1.ok());
+  auto missing = hal::openDevice({"ref", 5}, Loc::named("--device"));
+  REQUIRE(!missing.ok());
+  CHECK(missing.diags().str() ==
+        "--device: error: device ref[5] does not exist; this build has ref[0]..ref[1]\n");
+
+  Program p = compile(kSource);
+  auto exe = (*d0)->loadExecutable("ref", p.executables[0].payload);
+  REQUIRE(exe.ok());
+  CHECK((*exe)->numKernels() == 4);
+  CHECK((*exe)->kernelName(3) == "twice.k0");
+  auto in = (*d1)->allocate(12);
+  auto out = (*d0)->allocate(12);
+  REQUIRE(in.ok());
+  REQUIRE(out.ok());
+  auto cb = (*d0)->createCommandBuffer();
+  cb->dispatch(**exe, 3, {{in->get(), ElemType::I32, {3}}, {in->get(), ElemType::I32, {3}}},
+               {{out->get(), ElemType::I32, {3}}}, {});
+  auto sem = (*d0)->createSemaphore(0);
+  Status s = (*d0)->submit(*cb, nullptr, 0, *sem, 1);
+  REQUIRE(!s.ok());
+  CHECK(s.diags().str().find("input 0 is a buffer of ref[1]; it must be transferred to ref[0]") !=
+        std::string::npos);
+  // The failure reaches whoever waits on the semaphore.
+  CHECK(!sem->wait(1).ok());
+
+  auto good = (*d0)->allocate(12);
+  REQUIRE(good.ok());
+  int32_t vals[3] = {1, 2, 3};
+  REQUIRE((*good)->write(0, vals, sizeof vals).ok());
+  CHECK(!(*good)->write(4, vals, sizeof vals).ok());
+  auto cb2 = (*d0)->createCommandBuffer();
+  cb2->dispatch(**exe, 3, {{good->get(), ElemType::I32, {3}}, {good->get(), ElemType::I32, {3}}},
+                {{out->get(), ElemType::I32, {3}}}, {});
+  auto sem2 = (*d0)->createSemaphore(0);
+  Status s2 = (*d0)->submit(*cb2, nullptr, 0, *sem2, 7);
+  REQUIRE_MESSAGE(s2.ok(), (s2.ok() ? "" : s2.diags().str()));
+  CHECK(sem2->value() == 7);
+  int32_t res[3] = {};
+  REQUIRE((*out)->read(0, res, sizeof res).ok());
+  CHECK(res[2] == 6);
+  // A wait for a value nobody signaled would block the synchronous queue forever.
+  CHECK(!(*d0)->submit(*cb2, sem.get(), 99, *sem2, 8).ok());
+  CHECK((*d0)->memoryStats().bytesInUse >= 24);
+  CHECK((*d1)->memoryStats().bytesInUse >= 12);
+  unsetenv("KILN_REF_DEVICES");
+}
+
+TEST_CASE("timeline semaphores only grow") {
+  hal::HostSemaphore s(3);
+  s.signal(2);
+  CHECK(s.value() == 3);
+  s.signal(5);
+  CHECK(s.wait(4).ok());
+  s.fail(Diags{{error(Loc::named("k"), "boom")}});
+  CHECK(s.wait(100).diags().str() == "k: error: boom\n");
+}
+
+TEST_CASE("the schedule frees buffers after their last use and keeps returned ones") {
+  Program p = compile(kSource);
+  const Func* main = p.host->lookupFunc("main");
+  std::vector<std::string> kinds;
+  for (const auto& op : main->ops()) kinds.emplace_back(op->name());
+  CHECK(kinds == std::vector<std::string>{"transfer_to", "transfer_to", "alloc", "dispatch", "free",
+                                          "free", "alloc", "dispatch", "alloc", "dispatch", "free",
+                                          "wait", "return"});
+}

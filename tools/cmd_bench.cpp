@@ -1,0 +1,115 @@
+// `kiln bench`: times repeated calls of a loaded module (load once, run many).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "runtime/executor.h"
+
+namespace kiln::cli {
+
+const char* const kBenchHelp = R"(usage: kiln bench FILE.kmod|FILE.kir|- [flags]
+
+Loads a module once, then calls functions repeatedly and prints, per function, the
+median time and the spread (min, max, and the 10th to 90th percentile range).
+
+  --function=NAME       function to time (repeatable; default main, else the only one)
+  --input=@FILE.npy     next argument (repeatable), as for kiln run
+  --input=LITERAL
+  --device=KIND[N]      device to run on (default ref[0])
+  --repetitions=N       timed calls per function (default 10)
+  --warmup=N            untimed calls before them (default 1)
+  -h, --help            show this help
+)";
+
+namespace {
+
+Result<int64_t> count(const ParsedArgs& a, const std::string& flag, int64_t fallback) {
+  if (!a.has(flag)) return fallback;
+  const std::string v = a.get(flag);
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+    return error(Loc::named("--" + flag), "expected a count from 0 to 999999999, got '" + v + "'");
+  return std::stoll(v);
+}
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", seconds * 1e3);
+  return buf;
+}
+
+} // namespace
+
+int runBench(const std::vector<std::string>& args) {
+  static const std::vector<FlagSpec> specs = {
+      {"function", true, true, ""},     {"input", true, true, ""},   {"device", true, false, ""},
+      {"repetitions", true, false, ""}, {"warmup", true, false, ""},
+  };
+  auto parsed = parseArgs(args, specs, "bench");
+  if (!parsed.ok()) return fail(parsed.diags());
+  const ParsedArgs& a = *parsed;
+  if (a.help) {
+    std::cout << kBenchHelp;
+    return 0;
+  }
+  if (a.positional.size() != 1)
+    return fail(error(Loc{}, "kiln bench needs exactly one input file (or - for stdin), got " +
+                                 std::to_string(a.positional.size())));
+  auto reps = count(a, "repetitions", 10);
+  if (!reps.ok()) return fail(reps.diags());
+  auto warmup = count(a, "warmup", 1);
+  if (!warmup.ok()) return fail(warmup.diags());
+  if (*reps < 1) return fail(error(Loc::named("--repetitions"), "needs at least 1"));
+  std::string device = "ref[0]";
+  if (a.has("device")) {
+    auto id = checkDevice(a.get("device"));
+    if (!id.ok()) return fail(id.diags());
+    device = id->str();
+  }
+  auto program = loadProgramInput(a.positional[0], device);
+  if (!program.ok()) return fail(program.diags());
+  std::vector<std::string> functions;
+  for (const std::string& f : a.all("function")) {
+    auto e = pickEntry(**program, f);
+    if (!e.ok()) return fail(e.diags());
+    functions.push_back(*e);
+  }
+  if (functions.empty()) {
+    auto e = pickEntry(**program, "");
+    if (!e.ok()) return fail(e.diags());
+    functions.push_back(*e);
+  }
+  auto inputs = loadInputTensors(a.all("input"));
+  if (!inputs.ok()) return fail(inputs.diags());
+  ExecutorOptions opts;
+  if (a.has("device") && isModuleFile(a.positional[0]))
+    opts.device = *hal::parseDeviceId(device, Loc::named("--device"));
+  auto executor = Executor::create(*program, opts);
+  if (!executor.ok()) return fail(executor.diags());
+
+  for (const std::string& f : functions) {
+    for (int64_t i = 0; i < *warmup; ++i) {
+      auto r = (*executor)->call(f, *inputs);
+      if (!r.ok()) return fail(r.diags());
+    }
+    std::vector<double> times;
+    for (int64_t i = 0; i < *reps; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      auto r = (*executor)->call(f, *inputs);
+      auto end = std::chrono::steady_clock::now();
+      if (!r.ok()) return fail(r.diags());
+      times.push_back(std::chrono::duration<double>(end - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1) + 0.5)]; };
+    std::cout << "@" << f << ": median " << ms(at(0.5)) << ", min " << ms(times.front()) << ", max "
+              << ms(times.back()) << ", p10-p90 " << ms(at(0.1)) << " - " << ms(at(0.9)) << " ("
+              << *reps << " repetitions, " << *warmup << " warmup, "
+              << (*executor)->lastStats().dispatches << " dispatches, peak device memory "
+              << (*executor)->lastStats().peakBytes << " bytes)\n";
+  }
+  return 0;
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,33 @@
+// `kiln devices`: every device each built-in driver sees.
+#include <iostream>
+
+#include "cli.h"
+
+namespace kiln::cli {
+
+const char* const kDevicesHelp = R"(usage: kiln devices
+
+Lists the devices every available driver sees, one per line: KIND[N], the executable
+target, a description and the memory limit. `ref` devices: set KILN_REF_DEVICES=N for
+ref[0]..ref[N-1].
+)";
+
+int runDevices(const std::vector<std::string>& args) {
+  auto parsed = parseArgs(args, {}, "devices");
+  if (!parsed.ok()) return fail(parsed.diags());
+  if (parsed->help) {
+    std::cout << kDevicesHelp;
+    return 0;
+  }
+  if (!parsed->positional.empty()) return fail(error(Loc{}, "kiln devices takes no arguments"));
+  for (hal::Driver* d : hal::drivers())
+    for (const hal::DeviceInfo& info : d->enumerate()) {
+      auto dev = hal::openDevice(info.id, Loc::named(info.id.str()));
+      std::cout << info.id.str() << "  target " << d->target() << "  " << info.description;
+      if (dev.ok()) std::cout << "  max buffer " << (*dev)->limits().maxBufferBytes << " bytes";
+      std::cout << "\n";
+    }
+  return 0;
+}
+
+} // namespace kiln::cli

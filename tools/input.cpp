@@ -1,0 +1,74 @@
+// Loading what the user names on the command line: a source model to compile, or a
+// program to run (a .kmod file, or a source model compiled in memory).
+#include <filesystem>
+
+#include "cli.h"
+#include "runtime/module_format.h"
+
+namespace kiln::cli {
+
+bool isModuleFile(const std::string& path) { return path.ends_with(".kmod"); }
+
+Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
+  if (path == "-") return loadModule(path);
+  return loadSourceModule(path);
+}
+
+Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
+                                                        const std::string& device) {
+  if (isModuleFile(path)) {
+    KILN_TRY(Program p, loadProgramFile(path));
+    return std::make_shared<const Program>(std::move(p));
+  }
+  KILN_TRY(std::unique_ptr<Module> m, loadInputModule(path));
+  CompileOptions opts;
+  opts.device = device;
+  // In memory the weights stay in their files, read lazily as the interpreter would.
+  opts.embedWeights = false;
+  KILN_TRY(Program p, compileProgram(std::move(m), opts));
+  return std::make_shared<const Program>(std::move(p));
+}
+
+Result<std::string> pickEntry(const Program& p, const std::string& requested) {
+  std::string names;
+  for (const std::string& e : p.entries) names += (names.empty() ? "@" : ", @") + e;
+  if (!requested.empty()) {
+    std::string name = requested.starts_with("@") ? requested.substr(1) : requested;
+    if (p.entry(name)) return name;
+    return error(Loc::named("--function"),
+                 "no function @" + name + " in the module (functions: " + names + ")");
+  }
+  if (p.entries.empty()) return error(Loc{}, "the module has no functions to run");
+  if (p.entry("main")) return std::string("main");
+  if (p.entries.size() == 1) return p.entries[0];
+  return error(Loc{}, "the module has no @main and " + std::to_string(p.entries.size()) +
+                          " functions; choose one with --function (functions: " + names + ")");
+}
+
+Result<HostTensor> loadInputTensor(const std::string& spec, size_t index) {
+  if (spec.starts_with("@")) return readNpy(spec.substr(1));
+  return parseTensorLiteral(spec, Loc::named("--input[" + std::to_string(index) + "]"));
+}
+
+Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>& specs) {
+  std::vector<HostTensor> inputs;
+  Diags errors;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto t = loadInputTensor(specs[i], i);
+    if (t.ok())
+      inputs.push_back(t.take());
+    else
+      errors.append(t.diags());
+  }
+  if (errors.hasErrors()) return errors;
+  return inputs;
+}
+
+Result<hal::DeviceId> checkDevice(const std::string& spec) {
+  Loc loc = Loc::named("--device");
+  KILN_TRY(hal::DeviceId id, hal::parseDeviceId(spec, loc));
+  KILN_CHECK(hal::openDevice(id, loc));
+  return id;
+}
+
+} // namespace kiln::cli
