@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/host_tensor.h"
 #include "ir/ir.h"
 
 namespace kiln::cli {
@@ -40,6 +41,10 @@ Result<ParsedArgs> parseArgs(const std::vector<std::string>& args,
 
 // Parses FILE (or stdin for "-") and verifies it.
 Result<std::unique_ptr<Module>> loadModule(const std::string& path);
+// loadModule, or for a path ending in .onnx an in-memory import whose weight data goes to
+// `weights` (cmd_import.cpp).
+Result<std::unique_ptr<Module>> loadModel(const std::string& path,
+                                          std::map<std::string, HostTensor>& weights);
 Status writeTextFile(const std::string& path, const std::string& text);
 
 // Prints diagnostics to stderr; returns the exit status for a failure (1).
@@ -49,8 +54,10 @@ int fail(const Diag& diag);
 // Subcommands: each takes the words after its name and returns the process exit status.
 int runOpt(const std::vector<std::string>& args);
 int runRun(const std::vector<std::string>& args);
+int runImport(const std::vector<std::string>& args);
 
 extern const char* const kOptHelp;
 extern const char* const kRunHelp;
+extern const char* const kImportHelp;
 
 } // namespace kiln::cli

@@ -10,7 +10,7 @@
 
 namespace kiln::cli {
 
-const char* const kRunHelp = R"(usage: kiln run FILE.kir|- [flags]
+const char* const kRunHelp = R"(usage: kiln run FILE.kir|MODEL.onnx|- [flags]
 
 Runs one function of a module and prints or writes its results.
 
@@ -101,7 +101,8 @@ int runRun(const std::vector<std::string>& args) {
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto module = loadModule(a.positional[0]);
+  std::map<std::string, HostTensor> imported;
+  auto module = loadModel(a.positional[0], imported);
   if (!module.ok()) return fail(module.diags());
   const Module& m = **module;
   auto func = pickFunction(m, a.get("function"));
@@ -126,6 +127,7 @@ int runRun(const std::vector<std::string>& args) {
   if (inputErrors.hasErrors()) return fail(inputErrors);
 
   WeightStore weights(m);
+  for (auto& [name, t] : imported) weights.preload(name, t);
   auto results = interpret(f, inputs, weights);
   if (!results.ok()) return fail(results.diags());
 

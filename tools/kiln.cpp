@@ -12,7 +12,8 @@ const char* const kHelp = R"(usage: kiln COMMAND [flags]
 
 commands:
   opt    parse, verify, transform and print a .kir module
-  run    run a function of a .kir module on a device
+  run    run a function of a .kir module or an .onnx model on a device
+  import convert an ONNX model to a .kir module and a weights file
 
   kiln COMMAND --help   flags of one command
   kiln --version        print the version
@@ -36,9 +37,10 @@ int dispatch(const std::vector<std::string>& words) {
   }
   if (cmd == "opt") return cli::runOpt(rest);
   if (cmd == "run") return cli::runRun(rest);
+  if (cmd == "import") return cli::runImport(rest);
   if (cmd.starts_with("-"))
     return cli::fail(error(Loc{}, "unknown flag '" + cmd + "' (see kiln --help)"));
-  return cli::fail(error(Loc{}, "unknown command '" + cmd + "' (commands: opt, run)"));
+  return cli::fail(error(Loc{}, "unknown command '" + cmd + "' (commands: opt, run, import)"));
 }
 
 } // namespace

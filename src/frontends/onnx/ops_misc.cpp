@@ -1,0 +1,413 @@
+// Converters for the remaining ONNX ops: Constant, Dropout (inference), CumSum, TopK,
+// OneHot, Einsum (as transposes, reshapes and batched matmuls) and Resize/Upsample
+// (nearest and linear, as gathers with index tables computed at import).
+#include <cmath>
+#include <set>
+
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/shape_values.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+Status constantOp(Ctx& c) {
+  HostTensor t;
+  if (c.attr("value")) {
+    KILN_TRY(t, c.attrTensor("value"));
+  } else if (c.attr("value_float")) {
+    KILN_TRY(double v, c.attrFloat("value_float", 0));
+    t = HostTensor(ElemType::F32, {});
+    t.setF(0, v);
+  } else if (c.attr("value_floats")) {
+    KILN_TRY(auto v, c.attrFloats("value_floats"));
+    t = HostTensor(ElemType::F32, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.setF(static_cast<int64_t>(i), v[i]);
+  } else if (c.attr("value_int")) {
+    KILN_TRY(int64_t v, c.attrInt("value_int", 0));
+    t = HostTensor(ElemType::I64, {});
+    t.setI(0, v);
+  } else if (c.attr("value_ints")) {
+    KILN_TRY(auto v, c.attrInts("value_ints"));
+    t = i64Tensor(v);
+  } else {
+    return c.err("needs a value attribute kiln supports (value, value_float(s), value_int(s))");
+  }
+  c.setOutput(0, c.constant(t));
+  return ok();
+}
+
+Status dropoutOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  if (c.hasInput(2)) {
+    KILN_TRY(HostTensor t, c.constInput(2, "training_mode"));
+    if (t.numElements() == 1 && t.getI(0) != 0)
+      return c.err("training_mode=true is not supported (inference only)");
+  }
+  c.setOutput(0, x);
+  if (c.numOutputs() > 1 && !c.node().output(1).empty()) {
+    HostTensor one(ElemType::I1, {});
+    one.setI(0, 1);
+    KILN_TRY(Val mask, broadcastTo(c, c.constant(one), x.type().shape()));
+    c.setOutput(1, mask);
+  }
+  return ok();
+}
+
+Result<int64_t> scalarInput(Ctx& c, size_t i, const std::string& what) {
+  KILN_TRY(auto v, c.constInts(i, what));
+  if (v.size() != 1) return c.err(what + " must have one element");
+  return v[0];
+}
+
+Status cumsumOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(int64_t axis, scalarInput(c, 1, "axis"));
+  KILN_TRY(axis, normAxis(c, axis, x.rank()));
+  KILN_TRY(int64_t excl, c.attrInt("exclusive", 0));
+  KILN_TRY(int64_t rev, c.attrInt("reverse", 0));
+  Attrs a;
+  a.set("axis", axis);
+  if (excl) a.set("exclusive", int64_t(1));
+  if (rev) a.set("reverse", int64_t(1));
+  KILN_TRY(Val y, c.op(OpKind::Cumsum, {x}, std::move(a)));
+  c.setOutput(0, y);
+  return ok();
+}
+
+Status topkOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  int64_t k;
+  if (c.opset() < 10) {
+    KILN_TRY(k, c.attrInt("k", -1));
+  } else {
+    KILN_TRY(k, scalarInput(c, 1, "k"));
+  }
+  KILN_TRY(int64_t axis, c.attrInt("axis", -1));
+  KILN_TRY(axis, normAxis(c, axis, x.rank()));
+  KILN_TRY(int64_t largest, c.attrInt("largest", 1));
+  KILN_TRY(int64_t sorted, c.attrInt("sorted", 1));
+  if (!sorted) return c.err("sorted=0 is not supported");
+  Attrs a;
+  a.set("k", k);
+  a.set("axis", axis);
+  a.set("largest", largest);
+  KILN_TRY(Val v, c.op(OpKind::TopK, {x}, std::move(a)));
+  Op* op = v.v->def();
+  c.setOutput(0, Val{op->result(0), {}, {}});
+  c.setOutput(1, Val{op->result(1), {}, {}});
+  return ok();
+}
+
+Status oneHotOp(Ctx& c) {
+  KILN_TRY(Val idx, c.input(0));
+  KILN_TRY(HostTensor depthT, c.constInput(1, "depth"));
+  KILN_TRY(Val values, c.input(2));
+  if (depthT.numElements() != 1) return c.err("depth must have one element");
+  auto depth = static_cast<int64_t>(depthT.getF(0));
+  KILN_TRY(int64_t axis, c.attrInt("axis", -1));
+  KILN_TRY(axis, normAxis(c, axis, idx.rank() + 1));
+  KILN_TRY(idx, c.cast(idx, ElemType::I64));
+  KILN_TRY(Val neg, c.op(OpKind::Lt, {idx, c.scalar(ElemType::I64, 0)}));
+  KILN_TRY(Val wrapped, c.op(OpKind::Add, {idx, c.scalar(ElemType::I64, double(depth))}));
+  KILN_TRY(idx, c.op(OpKind::Select, {neg, wrapped, idx}));
+  Shape in = idx.type().shape(), unsq = in, out = in;
+  unsq.insert(unsq.begin() + axis, Dim(1));
+  out.insert(out.begin() + axis, Dim(depth));
+  KILN_TRY(idx, reshapeTo(c, idx, unsq));
+  Attrs ia;
+  ia.set("axis", axis);
+  KILN_TRY(Val iota, c.op(OpKind::Iota, {}, std::move(ia), {Type(ElemType::I64, out)}));
+  KILN_TRY(Val hit, c.op(OpKind::Eq, {iota, idx}));
+  Attrs g0, g1;
+  g0.set("axis", int64_t(0));
+  g1.set("axis", int64_t(0));
+  KILN_TRY(Val off, c.op(OpKind::Gather, {values, c.scalar(ElemType::I64, 0)}, std::move(g0)));
+  KILN_TRY(Val on, c.op(OpKind::Gather, {values, c.scalar(ElemType::I64, 1)}, std::move(g1)));
+  KILN_TRY(Val y, c.op(OpKind::Select, {hit, on, off}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// ---- Einsum ----
+
+struct Term {
+  Val v;
+  std::string letters;
+};
+
+Result<Val> permute(Ctx& c, const Val& x, const std::string& from, const std::string& to) {
+  std::vector<int64_t> perm;
+  bool identity = true;
+  for (char ch : to) {
+    perm.push_back(static_cast<int64_t>(from.find(ch)));
+    identity = identity && perm.back() == static_cast<int64_t>(perm.size() - 1);
+  }
+  if (identity) return x;
+  Attrs a;
+  a.set("perm", perm);
+  return c.op(OpKind::Transpose, {x}, std::move(a));
+}
+
+Result<SymExpr> dimsProduct(Ctx& c, const Term& t, const std::string& letters) {
+  SymExpr p = SymExpr::constant(1);
+  for (char ch : letters) {
+    KILN_TRY(SymExpr d, dimExpr(c, t.v.type(), static_cast<int64_t>(t.letters.find(ch))));
+    p = p * d;
+  }
+  return simplify(c, p);
+}
+
+// Sums away the letters of `t` that `keep` does not hold.
+Result<Term> sumOut(Ctx& c, Term t, const std::string& keep) {
+  std::vector<int64_t> axes;
+  std::string rest;
+  for (size_t i = 0; i < t.letters.size(); ++i) {
+    if (keep.find(t.letters[i]) == std::string::npos)
+      axes.push_back(static_cast<int64_t>(i));
+    else
+      rest += t.letters[i];
+  }
+  if (axes.empty()) return t;
+  Attrs a;
+  a.set("axes", axes);
+  a.set("keepdims", int64_t(0));
+  KILN_TRY(t.v, c.op(OpKind::ReduceSum, {t.v}, std::move(a)));
+  t.letters = rest;
+  return t;
+}
+
+// A ⊗ B contracted over the shared letters that `keep` does not hold, as one batched matmul.
+Result<Term> contract(Ctx& c, const Term& a, const Term& b, const std::string& keep) {
+  std::string batch, con, af, bf;
+  for (char ch : a.letters) {
+    bool inB = b.letters.find(ch) != std::string::npos;
+    bool kept = keep.find(ch) != std::string::npos;
+    if (inB && kept)
+      batch += ch;
+    else if (inB)
+      con += ch;
+    else
+      af += ch;
+  }
+  for (char ch : b.letters)
+    if (a.letters.find(ch) == std::string::npos) bf += ch;
+  KILN_TRY(Val av, permute(c, a.v, a.letters, batch + af + con));
+  KILN_TRY(Val bv, permute(c, b.v, b.letters, batch + con + bf));
+  KILN_TRY(SymExpr nb, dimsProduct(c, a, batch));
+  KILN_TRY(SymExpr m, dimsProduct(c, a, af));
+  KILN_TRY(SymExpr k, dimsProduct(c, a, con));
+  KILN_TRY(SymExpr n, dimsProduct(c, b, bf));
+  KILN_TRY(av, reshapeTo(c, av, {Dim(nb), Dim(m), Dim(k)}));
+  KILN_TRY(bv, reshapeTo(c, bv, {Dim(nb), Dim(k), Dim(n)}));
+  KILN_TRY(Val y, c.op(OpKind::Matmul, {av, bv}));
+  Shape out;
+  for (char ch : batch + af)
+    out.push_back(a.v.type().dim(static_cast<int64_t>(a.letters.find(ch))));
+  for (char ch : bf) out.push_back(b.v.type().dim(static_cast<int64_t>(b.letters.find(ch))));
+  KILN_TRY(y, reshapeTo(c, y, out));
+  return Term{y, batch + af + bf};
+}
+
+Status einsumOp(Ctx& c) {
+  KILN_TRY(std::string eq, c.attrStr("equation", ""));
+  std::string s;
+  for (char ch : eq)
+    if (ch != ' ') s += ch;
+  std::string lhs = s, rhs;
+  bool explicitOut = false;
+  if (size_t arrow = s.find("->"); arrow != std::string::npos) {
+    lhs = s.substr(0, arrow);
+    rhs = s.substr(arrow + 2);
+    explicitOut = true;
+  }
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != c.numInputs())
+    return c.err("the equation has " + std::to_string(terms.size()) + " operands but the node " +
+                 std::to_string(c.numInputs()));
+  // "..." becomes letters the equation does not use, right-aligned across operands.
+  std::set<char> used(s.begin(), s.end());
+  std::string pool;
+  for (char ch = 'A'; ch <= 'Z'; ++ch)
+    if (!used.count(ch)) pool += ch;
+  size_t ellRank = 0;
+  std::vector<Term> ops;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    KILN_TRY(Val v, c.input(i));
+    std::string& t = terms[i];
+    if (size_t e = t.find("..."); e != std::string::npos) {
+      auto named = static_cast<int64_t>(t.size() - 3);
+      int64_t n = v.rank() - named;
+      if (n < 0 || static_cast<size_t>(n) > pool.size()) return c.err("bad ellipsis");
+      ellRank = std::max(ellRank, static_cast<size_t>(n));
+      t = t.substr(0, e) + pool.substr(pool.size() - static_cast<size_t>(n)) + t.substr(e + 3);
+    }
+    for (char ch : t)
+      if (!std::isalpha(static_cast<unsigned char>(ch))) return c.err("bad equation '" + eq + "'");
+    if (static_cast<int64_t>(t.size()) != v.rank())
+      return c.err("operand " + std::to_string(i) + " has rank " + std::to_string(v.rank()) +
+                   " but its term '" + t + "' names " + std::to_string(t.size()) + " dims");
+    if (std::set<char>(t.begin(), t.end()).size() != t.size())
+      return c.err("repeated letters within one operand (diagonals) are not supported");
+    ops.push_back(Term{v, t});
+  }
+  std::string ell = pool.substr(pool.size() - ellRank);
+  if (explicitOut) {
+    if (size_t e = rhs.find("..."); e != std::string::npos)
+      rhs = rhs.substr(0, e) + ell + rhs.substr(e + 3);
+  } else {
+    std::map<char, int> count;
+    for (const Term& t : ops)
+      for (char ch : t.letters) count[ch]++;
+    rhs = ell;
+    for (auto [ch, n] : count)
+      if (n == 1 && ell.find(ch) == std::string::npos) rhs += ch;
+  }
+  auto needed = [&](size_t from) {
+    std::string k = rhs;
+    for (size_t j = from; j < ops.size(); ++j) k += ops[j].letters;
+    return k;
+  };
+  KILN_TRY(Term acc, sumOut(c, ops[0], needed(1)));
+  for (size_t i = 1; i < ops.size(); ++i) {
+    std::string keep = needed(i + 1);
+    KILN_TRY(Term b, sumOut(c, ops[i], keep + acc.letters));
+    KILN_TRY(acc, sumOut(c, acc, keep + b.letters));
+    KILN_TRY(acc, contract(c, acc, b, keep));
+  }
+  KILN_TRY(acc, sumOut(c, acc, rhs));
+  for (char ch : rhs)
+    if (acc.letters.find(ch) == std::string::npos)
+      return c.err("output letter '" + std::string(1, ch) + "' is not in any operand");
+  KILN_TRY(Val y, permute(c, acc.v, acc.letters, rhs));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// ---- Resize / Upsample ----
+
+struct ResizeAttrs {
+  std::string mode, coord, nearest;
+};
+
+double originalCoord(const ResizeAttrs& r, double x, int64_t in, int64_t out, double scale) {
+  if (r.coord == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (r.coord == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+  if (r.coord == "align_corners")
+    return out == 1 ? 0 : x * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+  if (r.coord == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
+  return x / scale; // asymmetric
+}
+
+int64_t nearestIndex(const ResizeAttrs& r, double x, int64_t in) {
+  double v;
+  if (r.nearest == "floor")
+    v = std::floor(x);
+  else if (r.nearest == "ceil")
+    v = std::ceil(x);
+  else if (r.nearest == "round_prefer_ceil")
+    v = std::floor(x + 0.5);
+  else
+    v = x == std::floor(x) + 0.5 ? std::floor(x) : std::round(x); // round_prefer_floor
+  return std::clamp<int64_t>(static_cast<int64_t>(v), 0, in - 1);
+}
+
+Result<Val> resizeAxis(Ctx& c, const Val& x, int64_t axis, int64_t in, int64_t out, double scale,
+                       const ResizeAttrs& r) {
+  Attrs ga;
+  ga.set("axis", axis);
+  std::vector<int64_t> lo, hi;
+  std::vector<double> w;
+  for (int64_t i = 0; i < out; ++i) {
+    double xo = originalCoord(r, static_cast<double>(i), in, out, scale);
+    if (r.mode == "nearest") {
+      lo.push_back(nearestIndex(r, xo, in));
+      continue;
+    }
+    double f = std::floor(xo);
+    lo.push_back(std::clamp<int64_t>(static_cast<int64_t>(f), 0, in - 1));
+    hi.push_back(std::clamp<int64_t>(static_cast<int64_t>(f) + 1, 0, in - 1));
+    w.push_back(xo - f);
+  }
+  KILN_TRY(Val a, c.op(OpKind::Gather, {x, c.constant(i64Tensor(lo))}, ga));
+  if (r.mode == "nearest") return a;
+  KILN_TRY(Val b, c.op(OpKind::Gather, {x, c.constant(i64Tensor(hi))}, ga));
+  std::vector<int64_t> ws{out};
+  for (int64_t i = axis + 1; i < x.rank(); ++i) ws.push_back(1);
+  HostTensor wt(x.elem(), ws), wl(x.elem(), ws);
+  for (int64_t i = 0; i < out; ++i) {
+    wt.setF(i, w[static_cast<size_t>(i)]);
+    wl.setF(i, 1 - w[static_cast<size_t>(i)]);
+  }
+  KILN_TRY(Val pa, c.op(OpKind::Mul, {a, c.constant(wl)}));
+  KILN_TRY(Val pb, c.op(OpKind::Mul, {b, c.constant(wt)}));
+  return c.op(OpKind::Add, {pa, pb});
+}
+
+Status resizeOp(Ctx& c, bool upsample) {
+  KILN_TRY(Val x, c.input(0));
+  ResizeAttrs r;
+  KILN_TRY(r.mode, c.attrStr("mode", "nearest"));
+  bool legacy = upsample || c.opset() < 11;
+  KILN_TRY(r.coord,
+           c.attrStr("coordinate_transformation_mode", legacy ? "asymmetric" : "half_pixel"));
+  KILN_TRY(r.nearest, c.attrStr("nearest_mode", legacy ? "floor" : "round_prefer_floor"));
+  if (r.mode == "bilinear") r.mode = "linear";
+  if (r.mode != "nearest" && r.mode != "linear")
+    return c.err("mode \"" + r.mode + "\" is not supported (nearest and linear are)");
+  if (r.coord == "tf_crop_and_resize")
+    return c.err("coordinate_transformation_mode tf_crop_and_resize is not supported");
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (upsample && c.opset() < 9) {
+    KILN_TRY(scales, c.attrFloats("scales"));
+  } else {
+    size_t si = legacy ? 1 : 2;
+    if (c.hasInput(si)) {
+      KILN_TRY(HostTensor t, c.constInput(si, "scales"));
+      for (int64_t i = 0; i < t.numElements(); ++i) scales.push_back(t.getF(i));
+    }
+    if (!legacy && c.hasInput(3)) {
+      KILN_TRY(sizes, c.constInts(3, "sizes"));
+    }
+  }
+  if (!sizes.empty()) scales.clear();
+  auto rank = static_cast<size_t>(x.rank());
+  if ((sizes.empty() && scales.size() != rank) || (!sizes.empty() && sizes.size() != rank))
+    return c.err("scales or sizes must have one entry per dim");
+  Val y = x;
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim& d = x.type().dim(static_cast<int64_t>(i));
+    if (!d.isStatic()) return c.err("Resize over a symbolic dim is not supported");
+    int64_t in = d.value();
+    int64_t out =
+        sizes.empty() ? static_cast<int64_t>(std::floor(double(in) * scales[i])) : sizes[i];
+    double scale = sizes.empty() ? scales[i] : double(out) / double(in);
+    if (out == in && scale == 1.0) continue;
+    if (out < 0 || in == 0 || scale <= 0) return c.err("invalid scale or size");
+    KILN_TRY(y, resizeAxis(c, y, static_cast<int64_t>(i), in, out, scale, r));
+  }
+  c.setOutput(0, y);
+  return ok();
+}
+
+} // namespace
+
+void registerMisc(Registry& r) {
+  r["Constant"] = {constantOp};
+  r["Dropout"] = {dropoutOp};
+  r["CumSum"] = {cumsumOp};
+  r["TopK"] = {topkOp};
+  r["OneHot"] = {oneHotOp};
+  r["Einsum"] = {einsumOp};
+  r["Resize"] = {[](Ctx& c) { return resizeOp(c, false); }};
+  r["Upsample"] = {[](Ctx& c) { return resizeOp(c, true); }};
+}
+
+} // namespace kiln::onnx
