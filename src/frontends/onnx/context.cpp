@@ -137,13 +137,42 @@ Result<Val> Ctx::op(OpKind kind, const std::vector<Val>& operands, Attrs attrs,
   Op* op = *created;
   Val out{op->result(0), std::nullopt, std::nullopt};
   std::optional<int64_t> n = op->result(0)->type().numElements();
-  if (!known || op->numResults() != 1 || !n || *n > kMaxFoldElements) return out;
+  if (!known || kind == OpKind::Weight || op->numResults() != 1 || !n || *n > kMaxFoldElements)
+    return out;
   std::vector<HostTensor> in;
   for (const Val& o : operands) in.push_back(*o.value);
   auto folded = evalOp(*op, in, SymbolBinding{}, nullptr);
   if (!folded.ok()) return folded.takeDiags();
   func_.erase(op);
+  // A large folded value (a transposed weight) stays out of the IR text.
+  if (*n > opts_.inlineLimit)
+    return weight(node_ && node_->output_size() ? node_->output(0) : "folded", (*folded)[0]);
   return constant((*folded)[0]);
+}
+
+Result<Val> Ctx::weight(const std::string& onnxName, HostTensor t) {
+  std::string name = identifier(onnxName, "w");
+  while (pendingWeights.count(name)) name += "_";
+  Type type = Type::tensor(t.elem(), t.shape());
+  Loc l = node_ ? loc() : Loc::named(file_ + ": initializer '" + onnxName + "'");
+  pendingWeights.emplace(name,
+                         std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l}, t));
+  Attrs a;
+  a.set("name", name);
+  Op* op = builder_.createUnchecked(OpKind::Weight, {}, std::move(a), {type});
+  return Val{op->result(0), std::move(t), std::nullopt};
+}
+
+std::string identifier(const std::string& name, const std::string& fallback) {
+  std::string out;
+  for (char ch : name) {
+    bool good = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '_';
+    out += good ? ch : '_';
+  }
+  if (out.empty()) out = fallback;
+  if (out[0] >= '0' && out[0] <= '9') out = "_" + out;
+  return out;
 }
 
 Val Ctx::constant(HostTensor t) {

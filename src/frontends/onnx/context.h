@@ -80,6 +80,8 @@ public:
   Result<Val> op(OpKind kind, const std::vector<Val>& operands, Attrs attrs = {},
                  std::vector<Type> types = {});
   Val constant(HostTensor t);
+  // A module weight holding `t` (declared at the end of the import if still used).
+  Result<Val> weight(const std::string& onnxName, HostTensor t);
   Val scalar(ElemType elem, double v);
   // `x` converted to `elem` (no op when it already has that type).
   Result<Val> cast(const Val& x, ElemType elem);
@@ -98,6 +100,8 @@ public:
   const ImportOptions& options() const { return opts_; }
 
   std::map<std::string, Val, std::less<>> values;
+  // Weights by kiln name: declaration and data.
+  std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
 
 private:
   Module& module_;
@@ -108,6 +112,9 @@ private:
   int opset_;
   const pb::NodeProto* node_ = nullptr;
 };
+
+// A name usable after `@` or `%` in the text IR and as a symbol.
+std::string identifier(const std::string& name, const std::string& fallback);
 
 // Lowest and highest value of an integer element type.
 int64_t intLowest(ElemType t);

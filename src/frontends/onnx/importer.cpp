@@ -14,21 +14,10 @@ namespace kiln::onnx {
 
 namespace {
 
-constexpr int kMinOpset = 7;
+// Models older than opset 7 import where their ops mean what they mean at opset 7 (the
+// converters reject the legacy attributes that changed meaning, such as broadcast axis).
+constexpr int kMinOpset = 1;
 constexpr int kMaxOpset = 17;
-
-// A name usable after `@` or `%` in the text IR and as a symbol.
-std::string identifier(const std::string& name, const std::string& fallback) {
-  std::string out;
-  for (char ch : name) {
-    bool good = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                ch == '_';
-    out += good ? ch : '_';
-  }
-  if (out.empty()) out = fallback;
-  if (out[0] >= '0' && out[0] <= '9') out = "_" + out;
-  return out;
-}
 
 class Importer {
 public:
@@ -48,9 +37,6 @@ private:
   const ImportOptions& opts_;
   std::unique_ptr<Module> module_;
   Imported out_;
-  std::set<std::string> weightNames_;
-  // Weights are declared at the end, only those that survive folding and dead-op removal.
-  std::map<std::string, std::pair<WeightDecl, HostTensor>> pending_;
 };
 
 Result<int> Importer::findOpset(const pb::ModelProto& model) {
@@ -117,16 +103,7 @@ Status Importer::addInitializer(Ctx& c, const pb::TensorProto& t) {
     c.values[t.name()] = c.constant(std::move(data));
     return ok();
   }
-  std::string wname = identifier(t.name(), "w");
-  while (weightNames_.count(wname)) wname += "_";
-  weightNames_.insert(wname);
-  Type type = Type::tensor(data.elem(), data.shape());
-  pending_.emplace(wname,
-                   std::make_pair(WeightDecl{wname, type, opts_.weightsFile, wname, loc}, data));
-  Attrs a;
-  a.set("name", wname);
-  KILN_TRY(Val v, c.op(OpKind::Weight, {}, std::move(a), {type}));
-  v.value = data;
+  KILN_TRY(Val v, c.weight(t.name(), std::move(data)));
   c.values[t.name()] = v;
   return ok();
 }
@@ -212,8 +189,9 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
   }
   for (const auto& op : f->ops()) {
     if (op->kind() != OpKind::Weight) continue;
-    auto it = pending_.find(op->attrs().getStr("name"));
-    if (it == pending_.end() || out_.weights.count(it->first)) continue;
+    // Weights are declared only when they survive folding and dead-op removal.
+    auto it = c.pendingWeights.find(op->attrs().getStr("name"));
+    if (it == c.pendingWeights.end() || out_.weights.count(it->first)) continue;
     KILN_CHECK(module_->addWeight(it->second.first));
     out_.weights[it->first] = it->second.second;
   }

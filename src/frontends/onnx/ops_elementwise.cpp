@@ -43,6 +43,15 @@ void binaryOp(Registry& r, const char* name, OpKind k) {
   r[name] = {[k](Ctx& c) -> Status {
     KILN_TRY(Val a, c.input(0));
     KILN_TRY(Val b, c.input(1));
+    // Before opset 7, broadcast=1 with an axis aligns B's dims at that axis of A.
+    if (c.opset() < 7 && c.attr("axis")) {
+      KILN_TRY(int64_t axis, c.attrInt("axis", 0));
+      KILN_TRY(axis, normAxis(c, axis, a.rank()));
+      Shape s = b.type().shape();
+      if (axis + b.rank() > a.rank()) return c.err("B does not fit A at the broadcast axis");
+      for (int64_t i = axis + b.rank(); i < a.rank(); ++i) s.push_back(Dim(1));
+      KILN_TRY(b, reshapeTo(c, b, s));
+    }
     KILN_TRY(Val y, bin(c, k, a, b));
     c.setOutput(0, y);
     return ok();
@@ -275,6 +284,12 @@ void registerElementwise(Registry& r) {
   r["PRelu"] = {[](Ctx& c) -> Status {
     KILN_TRY(Val x, c.input(0));
     KILN_TRY(Val slope, c.input(1));
+    // Before opset 7 a 1-D slope is per channel (dim 1 of x).
+    if (c.opset() < 7 && slope.rank() == 1 && x.rank() > 2) {
+      Shape s{slope.type().dim(0)};
+      for (int64_t i = 2; i < x.rank(); ++i) s.push_back(Dim(1));
+      KILN_TRY(slope, reshapeTo(c, slope, s));
+    }
     KILN_TRY(Val neg, bin(c, OpKind::Lt, x, splat(c, x, 0)));
     KILN_TRY(Val sx, bin(c, OpKind::Mul, x, slope));
     KILN_TRY(Val y, select(c, neg, sx, x));

@@ -296,11 +296,11 @@ struct ResizeAttrs {
   std::string mode, coord, nearest;
 };
 
-double originalCoord(const ResizeAttrs& r, double x, int64_t in, int64_t out, double scale) {
+// `out` is the output length before flooring (in * scale), as the ONNX reference uses it.
+double originalCoord(const ResizeAttrs& r, double x, int64_t in, double out, double scale) {
   if (r.coord == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (r.coord == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
-  if (r.coord == "align_corners")
-    return out == 1 ? 0 : x * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+  if (r.coord == "align_corners") return out == 1 ? 0 : x * static_cast<double>(in - 1) / (out - 1);
   if (r.coord == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   return x / scale; // asymmetric
 }
@@ -318,14 +318,14 @@ int64_t nearestIndex(const ResizeAttrs& r, double x, int64_t in) {
   return std::clamp<int64_t>(static_cast<int64_t>(v), 0, in - 1);
 }
 
-Result<Val> resizeAxis(Ctx& c, const Val& x, int64_t axis, int64_t in, int64_t out, double scale,
-                       const ResizeAttrs& r) {
+Result<Val> resizeAxis(Ctx& c, const Val& x, int64_t axis, int64_t in, int64_t out, double exactOut,
+                       double scale, const ResizeAttrs& r) {
   Attrs ga;
   ga.set("axis", axis);
   std::vector<int64_t> lo, hi;
   std::vector<double> w;
   for (int64_t i = 0; i < out; ++i) {
-    double xo = originalCoord(r, static_cast<double>(i), in, out, scale);
+    double xo = originalCoord(r, static_cast<double>(i), in, exactOut, scale);
     if (r.mode == "nearest") {
       lo.push_back(nearestIndex(r, xo, in));
       continue;
@@ -391,7 +391,8 @@ Status resizeOp(Ctx& c, bool upsample) {
     double scale = sizes.empty() ? scales[i] : double(out) / double(in);
     if (out == in && scale == 1.0) continue;
     if (out < 0 || in == 0 || scale <= 0) return c.err("invalid scale or size");
-    KILN_TRY(y, resizeAxis(c, y, static_cast<int64_t>(i), in, out, scale, r));
+    double exactOut = sizes.empty() ? double(in) * scale : double(out);
+    KILN_TRY(y, resizeAxis(c, y, static_cast<int64_t>(i), in, out, exactOut, scale, r));
   }
   c.setOutput(0, y);
   return ok();

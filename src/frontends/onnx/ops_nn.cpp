@@ -162,9 +162,11 @@ Status convTransposeOp(Ctx& c) {
     for (size_t i = 0; i < s; ++i) {
       int64_t target = outShape.empty() ? in[i] * strides[i] : outShape[i];
       int64_t total = strides[i] * (in[i] - 1) + outPad[i] + (k[i] - 1) * dil[i] + 1 - target;
+      // Python's floor division, as in the ONNX reference (total may be negative).
+      int64_t half = (total - (total < 0 ? 1 : 0)) / 2;
       bool upper = autoPad == "SAME_UPPER";
-      pads[i] = upper ? total / 2 : total - total / 2;
-      pads[i + s] = upper ? total - total / 2 : total / 2;
+      pads[i] = upper ? half : total - half;
+      pads[i + s] = upper ? total - half : half;
     }
   } else if (autoPad == "VALID") {
     pads.assign(2 * s, 0);
