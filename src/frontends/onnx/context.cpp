@@ -11,6 +11,13 @@ namespace {
 constexpr int64_t kMaxFoldElements = 1 << 16;
 } // namespace
 
+// Names from a damaged file may hold any bytes; diagnostics show them as '?'.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+  return out;
+}
+
 Ctx::Ctx(Module& m, Func& f, std::string file, const ImportOptions& opts, int opset)
     : module_(m), func_(f), builder_(&f), file_(std::move(file)), opts_(opts), opset_(opset) {}
 
@@ -23,7 +30,8 @@ Loc Ctx::loc() const {
   if (!node_) return Loc::named(file_);
   std::string name =
       node_->name().empty() && node_->output_size() > 0 ? node_->output(0) : node_->name();
-  return Loc::named(file_ + ": node '" + name + "' (" + node_->op_type() + ")");
+  return Loc::named(file_ + ": node '" + printable(name) + "' (" + printable(node_->op_type()) +
+                    ")");
 }
 
 Diag Ctx::err(const std::string& message) const { return error(loc(), message); }

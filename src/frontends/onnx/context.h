@@ -113,6 +113,9 @@ private:
   const pb::NodeProto* node_ = nullptr;
 };
 
+// `s` with bytes outside printable ASCII replaced by '?' (names from damaged files).
+std::string printable(const std::string& s);
+
 // A name usable after `@` or `%` in the text IR and as a symbol.
 std::string identifier(const std::string& name, const std::string& fallback);
 

@@ -141,7 +141,8 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return c.err("operator domain '" + node.domain() + "' is not supported");
     auto it = reg.find(node.op_type());
-    if (it == reg.end()) return c.err("operator " + node.op_type() + " is not supported by kiln");
+    if (it == reg.end())
+      return c.err("operator " + printable(node.op_type()) + " is not supported by kiln");
     if (opset < it->second.minOpset)
       return c.err("opset " + std::to_string(opset) + " of " + node.op_type() +
                    " is not supported (kiln supports it from opset " +

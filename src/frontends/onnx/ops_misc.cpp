@@ -33,6 +33,11 @@ Status constantOp(Ctx& c) {
   } else {
     return c.err("needs a value attribute kiln supports (value, value_float(s), value_int(s))");
   }
+  if (t.numElements() > c.options().inlineLimit) {
+    KILN_TRY(Val w, c.weight(c.node().output(0), t));
+    c.setOutput(0, w);
+    return ok();
+  }
   c.setOutput(0, c.constant(t));
   return ok();
 }
