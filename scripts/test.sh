@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Full check, as CI runs it: installs missing packages, builds with --werror, runs every
 # meson test (unit, lit, property, fuzz corpus replay, robustness), runs the unit tests
-# again under ASan + UBSan, and fuzzes the parser for a bounded time with clang-19.
+# again under ASan + UBSan, and fuzzes the parser and the ONNX importer for a bounded time
+# with clang-19.
 #
 # Ends with one line `N passed, M failed`: each meson test counts once (from
 # build/meson-logs/testlog.json) and each extra step (the --werror build, the sanitizer
 # run, the fuzz run) counts once. Exits non-zero when anything failed.
 #
 #   KILN_FUZZ_SECONDS   how long to fuzz the parser (default 60)
+#   KILN_FUZZ_ONNX_SECONDS  how long to fuzz the ONNX importer (default 30)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 set +e
 
 fuzz_seconds="${KILN_FUZZ_SECONDS:-60}"
+fuzz_onnx_seconds="${KILN_FUZZ_ONNX_SECONDS:-30}"
 passed=0
 failed=0
 
@@ -89,6 +92,24 @@ fuzz_parser() {
   return "$rc"
 }
 
+fuzz_onnx() {
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang-19 CXX=clang++-19 meson setup build-fuzz -Dfuzz=enabled || return 1
+  fi
+  ninja -C build-fuzz tests/fuzz/fuzz-onnx || return 1
+  local scratch artifacts
+  scratch="$(mktemp -d)"
+  artifacts="build-fuzz/fuzz-artifacts-onnx"
+  mkdir -p "$artifacts"
+  build-fuzz/tests/fuzz/fuzz-onnx "$scratch" tests/fuzz/corpus/onnx \
+    -max_total_time="$fuzz_onnx_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/"
+  local rc=$?
+  rm -rf "$scratch"
+  [ "$rc" -eq 0 ] || echo "fuzz-onnx found a failing input; it is in $artifacts/"
+  return "$rc"
+}
+
 if ! kiln_install_packages; then
   echo "0 passed, 1 failed"
   exit 1
@@ -102,6 +123,7 @@ meson test -C build --print-errorlogs
 count_meson_tests build
 step "unit tests under ASan + UBSan" sanitizer_unit_tests
 step "fuzz the parser for ${fuzz_seconds} s" fuzz_parser
+step "fuzz the ONNX importer for ${fuzz_onnx_seconds} s" fuzz_onnx
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

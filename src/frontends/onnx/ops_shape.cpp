@@ -261,6 +261,7 @@ Result<Val> symbolicSlice(Ctx& c, const Val& x, int64_t axis, SymExpr start, Sym
     if (*ev < 0) end = dim + end;
   }
   end = simplify(c, SymExpr::min(end, dim));
+  if (s == 0 && step == 1 && end == dim) return x; // x[:n] with n the whole dim
   SymExpr len = simplify(c, SymExpr::ceilDiv(end - SymExpr::constant(s), SymExpr::constant(step)));
   if (len.isConstant() && *len.constantValue() < 0) len = SymExpr::constant(0);
   Attrs ra;
