@@ -122,12 +122,16 @@ std::optional<std::string> readFile(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-Result<HostTensor> readTensor(const fs::path& p, std::string& name) {
+// `expected` is the model's ONNX element type for this value (0: unknown). The test
+// generator stores bfloat16 data as UINT16 bit patterns; those are read as bf16.
+Result<HostTensor> readTensor(const fs::path& p, std::string& name, int32_t expected) {
   auto bytes = readFile(p);
   pb::TensorProto t;
   if (!bytes || !t.ParseFromString(*bytes))
     return error(Loc::named(p.string()), "not a TensorProto");
   name = t.name();
+  if (t.data_type() == pb::TensorProto::UINT16 && expected == pb::TensorProto::BFLOAT16)
+    t.set_data_type(pb::TensorProto::BFLOAT16);
   return kiln::onnx::tensorFromProto(t, p.parent_path().string(), Loc::named(p.string()));
 }
 
@@ -136,20 +140,31 @@ struct DataSet {
   std::vector<HostTensor> outputs;
 };
 
-Result<DataSet> readDataSet(const fs::path& dir) {
+int32_t elemTypeOf(const pb::ValueInfoProto& vi) {
+  return vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+}
+
+Result<DataSet> readDataSet(const fs::path& dir, const pb::GraphProto& g) {
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) inits.insert(t.name());
+  std::vector<int32_t> inTypes, outTypes;
+  for (const auto& vi : g.input())
+    if (!inits.count(vi.name())) inTypes.push_back(elemTypeOf(vi));
+  for (const auto& vi : g.output()) outTypes.push_back(elemTypeOf(vi));
+  auto typeAt = [](const std::vector<int32_t>& v, size_t i) { return i < v.size() ? v[i] : 0; };
   DataSet ds;
-  for (int i = 0;; ++i) {
+  for (size_t i = 0;; ++i) {
     fs::path p = dir / ("input_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
     std::string name;
-    KILN_TRY(HostTensor t, readTensor(p, name));
+    KILN_TRY(HostTensor t, readTensor(p, name, typeAt(inTypes, i)));
     ds.inputs.emplace_back(name, t);
   }
-  for (int i = 0;; ++i) {
+  for (size_t i = 0;; ++i) {
     fs::path p = dir / ("output_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
     std::string name;
-    KILN_TRY(HostTensor t, readTensor(p, name));
+    KILN_TRY(HostTensor t, readTensor(p, name, typeAt(outTypes, i)));
     ds.outputs.push_back(t);
   }
   return ds;
@@ -252,7 +267,7 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
   auto imported = kiln::onnx::importBytes(*bytes, modelName, dir.string());
   double worst = 0;
   for (const fs::path& set : sets) {
-    auto ds = readDataSet(set);
+    auto ds = readDataSet(set, model.graph());
     if (!ds.ok()) {
       line = "FAIL " + name + ": " + ds.diags().list[0].str();
       return Outcome::Failed;

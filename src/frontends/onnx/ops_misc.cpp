@@ -2,10 +2,12 @@
 // OneHot, Einsum (as transposes, reshapes and batched matmuls) and Resize/Upsample
 // (nearest and linear, as gathers with index tables computed at import).
 #include <cmath>
+#include <numbers>
 #include <set>
 
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/shape_values.h"
+#include "frontends/onnx/tensor.h"
 
 namespace kiln::onnx {
 
@@ -299,6 +301,8 @@ Status einsumOp(Ctx& c) {
 
 struct ResizeAttrs {
   std::string mode, coord, nearest;
+  double cubicA = -0.75;
+  bool excludeOutside = false;
 };
 
 // `out` is the output length before flooring (in * scale), as the ONNX reference uses it.
@@ -323,36 +327,70 @@ int64_t nearestIndex(const ResizeAttrs& r, double x, int64_t in) {
   return std::clamp<int64_t>(static_cast<int64_t>(v), 0, in - 1);
 }
 
+// Cubic convolution weights of the four taps around a point at `ratio` past the second.
+std::vector<double> cubicCoeffs(double ratio, double a) {
+  double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
+  return {((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a,
+          ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1, ((a + 2) * q - (a + 3)) * q * q + 1,
+          ((a * q1 - 5 * a) * q1 + 8 * a) * q1 - 4 * a};
+}
+
+// One axis of Resize as a weighted sum of gathers: tap t reads index idx[t][i] (clamped to
+// the edge) with weight w[t][i], tables computed here as the ONNX reference computes them.
 Result<Val> resizeAxis(Ctx& c, const Val& x, int64_t axis, int64_t in, int64_t out, double exactOut,
                        double scale, const ResizeAttrs& r) {
-  Attrs ga;
-  ga.set("axis", axis);
-  std::vector<int64_t> lo, hi;
-  std::vector<double> w;
+  size_t taps = r.mode == "nearest" ? 1 : r.mode == "linear" ? 2 : 4;
+  std::vector<std::vector<int64_t>> idx(taps);
+  std::vector<std::vector<double>> w(taps);
   for (int64_t i = 0; i < out; ++i) {
     double xo = originalCoord(r, static_cast<double>(i), in, exactOut, scale);
-    if (r.mode == "nearest") {
-      lo.push_back(nearestIndex(r, xo, in));
+    if (taps == 1) {
+      idx[0].push_back(nearestIndex(r, xo, in));
+      w[0].push_back(1);
       continue;
     }
-    double f = std::floor(xo);
-    lo.push_back(std::clamp<int64_t>(static_cast<int64_t>(f), 0, in - 1));
-    hi.push_back(std::clamp<int64_t>(static_cast<int64_t>(f) + 1, 0, in - 1));
-    w.push_back(xo - f);
+    // The `taps` nearest positions; at an integer position the point counts as ratio 1
+    // past the tap before it (the reference's rule, which puts all weight on it).
+    double base = std::floor(xo), ratio = xo - base;
+    if (ratio == 0) {
+      base -= 1;
+      ratio = 1;
+    }
+    std::vector<double> coeffs =
+        taps == 2 ? std::vector<double>{1 - ratio, ratio} : cubicCoeffs(ratio, r.cubicA);
+    auto first = static_cast<int64_t>(base) - (taps == 4 ? 1 : 0);
+    if (r.excludeOutside) {
+      double sum = 0;
+      for (size_t t = 0; t < taps; ++t) {
+        int64_t p = first + static_cast<int64_t>(t);
+        if (p < 0 || p >= in) coeffs[t] = 0;
+        sum += coeffs[t];
+      }
+      for (double& v : coeffs) v /= sum;
+    }
+    for (size_t t = 0; t < taps; ++t) {
+      idx[t].push_back(std::clamp<int64_t>(first + static_cast<int64_t>(t), 0, in - 1));
+      w[t].push_back(coeffs[t]);
+    }
   }
-  KILN_TRY(Val a, c.op(OpKind::Gather, {x, c.constant(i64Tensor(lo))}, ga));
-  if (r.mode == "nearest") return a;
-  KILN_TRY(Val b, c.op(OpKind::Gather, {x, c.constant(i64Tensor(hi))}, ga));
+  Attrs ga;
+  ga.set("axis", axis);
+  if (taps == 1) return c.op(OpKind::Gather, {x, c.constant(i64Tensor(idx[0]))}, ga);
   std::vector<int64_t> ws{out};
   for (int64_t i = axis + 1; i < x.rank(); ++i) ws.push_back(1);
-  HostTensor wt(x.elem(), ws), wl(x.elem(), ws);
-  for (int64_t i = 0; i < out; ++i) {
-    wt.setF(i, w[static_cast<size_t>(i)]);
-    wl.setF(i, 1 - w[static_cast<size_t>(i)]);
+  Val acc;
+  for (size_t t = 0; t < taps; ++t) {
+    KILN_TRY(Val g, c.op(OpKind::Gather, {x, c.constant(i64Tensor(idx[t]))}, ga));
+    HostTensor wt(x.elem(), ws);
+    for (int64_t i = 0; i < out; ++i) wt.setF(i, w[t][static_cast<size_t>(i)]);
+    KILN_TRY(g, c.op(OpKind::Mul, {g, c.constant(wt)}));
+    if (t == 0) {
+      acc = g;
+    } else {
+      KILN_TRY(acc, c.op(OpKind::Add, {acc, g}));
+    }
   }
-  KILN_TRY(Val pa, c.op(OpKind::Mul, {a, c.constant(wl)}));
-  KILN_TRY(Val pb, c.op(OpKind::Mul, {b, c.constant(wt)}));
-  return c.op(OpKind::Add, {pa, pb});
+  return acc;
 }
 
 Status resizeOp(Ctx& c, bool upsample) {
@@ -364,8 +402,11 @@ Status resizeOp(Ctx& c, bool upsample) {
            c.attrStr("coordinate_transformation_mode", legacy ? "asymmetric" : "half_pixel"));
   KILN_TRY(r.nearest, c.attrStr("nearest_mode", legacy ? "floor" : "round_prefer_floor"));
   if (r.mode == "bilinear") r.mode = "linear";
-  if (r.mode != "nearest" && r.mode != "linear")
-    return c.err("mode \"" + r.mode + "\" is not supported (nearest and linear are)");
+  if (r.mode != "nearest" && r.mode != "linear" && r.mode != "cubic")
+    return c.err("mode \"" + r.mode + "\" is not supported (nearest, linear and cubic are)");
+  KILN_TRY(r.cubicA, c.attrFloat("cubic_coeff_a", -0.75));
+  KILN_TRY(int64_t exclude, c.attrInt("exclude_outside", 0));
+  r.excludeOutside = exclude != 0;
   if (r.coord == "tf_crop_and_resize")
     return c.err("coordinate_transformation_mode tf_crop_and_resize is not supported");
   std::vector<double> scales;
@@ -403,9 +444,154 @@ Status resizeOp(Ctx& c, bool upsample) {
   return ok();
 }
 
+// ---- quantization ----
+
+// ((x - zero_point) * scale), per tensor or along `axis` for a 1-D scale.
+Result<Val> perAxis(Ctx& c, const Val& p, int64_t axis, int64_t rank) {
+  if (p.rank() == 0) return p;
+  KILN_TRY(axis, normAxis(c, axis, rank));
+  Shape s{p.type().dim(0)};
+  for (int64_t i = axis + 1; i < rank; ++i) s.push_back(Dim(1));
+  return reshapeTo(c, p, s);
+}
+
+Status dequantizeOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val scale, c.input(1));
+  KILN_TRY(int64_t axis, c.attrInt("axis", 1));
+  KILN_TRY(scale, perAxis(c, scale, axis, x.rank()));
+  KILN_TRY(Val xf, c.cast(x, scale.elem()));
+  if (c.hasInput(2)) {
+    KILN_TRY(Val zp, c.input(2));
+    KILN_TRY(zp, perAxis(c, zp, axis, x.rank()));
+    KILN_TRY(zp, c.cast(zp, scale.elem()));
+    KILN_TRY(xf, c.op(OpKind::Sub, {xf, zp}));
+  }
+  KILN_TRY(Val y, c.op(OpKind::Mul, {xf, scale}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// saturate(round_half_even(x / scale) + zero_point) in the zero point's type (u8 default).
+Status quantizeOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val scale, c.input(1));
+  KILN_TRY(int64_t axis, c.attrInt("axis", 1));
+  KILN_TRY(scale, perAxis(c, scale, axis, x.rank()));
+  ElemType out = ElemType::U8;
+  KILN_TRY(Val q, c.op(OpKind::Div, {x, scale}));
+  KILN_TRY(q, c.op(OpKind::Round, {q}));
+  if (c.hasInput(2)) {
+    KILN_TRY(Val zp, c.input(2));
+    out = zp.elem();
+    KILN_TRY(zp, perAxis(c, zp, axis, x.rank()));
+    KILN_TRY(zp, c.cast(zp, x.elem()));
+    KILN_TRY(q, c.op(OpKind::Add, {q, zp}));
+  }
+  if (out != ElemType::U8 && out != ElemType::I8) return c.err("the zero point must be u8 or i8");
+  double lo = out == ElemType::U8 ? 0 : -128, hi = out == ElemType::U8 ? 255 : 127;
+  KILN_TRY(q, c.op(OpKind::Clamp, {q, c.scalar(x.elem(), lo), c.scalar(x.elem(), hi)}));
+  KILN_TRY(q, c.cast(q, out));
+  c.setOutput(0, q);
+  return ok();
+}
+
+// ---- generated tensors ----
+
+Status eyeLikeOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  if (x.rank() != 2) return c.err("needs a 2-D input");
+  KILN_TRY(int64_t k, c.attrInt("k", 0));
+  ElemType e = x.elem();
+  if (c.attr("dtype")) {
+    KILN_TRY(int64_t dt, c.attrInt("dtype", 1));
+    std::optional<ElemType> t = elemTypeOf(static_cast<int32_t>(dt));
+    if (!t) return c.err("dtype " + onnxTypeName(static_cast<int32_t>(dt)) + " is not supported");
+    e = *t;
+  }
+  Type it(ElemType::I64, x.type().shape());
+  Attrs a0, a1;
+  a0.set("axis", int64_t(0));
+  a1.set("axis", int64_t(1));
+  KILN_TRY(Val rows, c.op(OpKind::Iota, {}, std::move(a0), {it}));
+  KILN_TRY(Val cols, c.op(OpKind::Iota, {}, std::move(a1), {it}));
+  KILN_TRY(rows, c.op(OpKind::Add, {rows, c.scalar(ElemType::I64, double(k))}));
+  KILN_TRY(Val eq, c.op(OpKind::Eq, {rows, cols}));
+  KILN_TRY(Val y, c.cast(eq, e));
+  c.setOutput(0, y);
+  return ok();
+}
+
+enum class Window { Hann, Hamming, Blackman };
+
+Status windowOp(Ctx& c, Window w) {
+  KILN_TRY(auto sizeV, c.constInts(0, "the window size"));
+  if (sizeV.size() != 1 || sizeV[0] < 0) return c.err("the window size must be one number >= 0");
+  int64_t n = sizeV[0];
+  KILN_TRY(int64_t periodic, c.attrInt("periodic", 1));
+  KILN_TRY(int64_t dt, c.attrInt("output_datatype", 1));
+  std::optional<ElemType> e = elemTypeOf(static_cast<int32_t>(dt));
+  if (!e) return c.err("output_datatype is not supported");
+  double len = periodic ? double(n) : double(n - 1);
+  HostTensor t(*e, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    double a = 2 * std::numbers::pi * double(i) / len, v;
+    if (w == Window::Hann)
+      v = 0.5 - 0.5 * std::cos(a);
+    else if (w == Window::Hamming)
+      v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
+    else
+      v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    t.setF(i, v);
+  }
+  c.setOutput(0, c.constant(t));
+  return ok();
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over a window of channels))^beta, where
+// sum / size is an average pool (padding counted) over the channel dim of [N, 1, C, rest].
+Status lrnOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  if (x.rank() < 3) return c.err("needs rank >= 3");
+  KILN_TRY(double alpha, c.attrFloat("alpha", 1e-4));
+  KILN_TRY(double beta, c.attrFloat("beta", 0.75));
+  KILN_TRY(double bias, c.attrFloat("bias", 1.0));
+  KILN_TRY(int64_t size, c.attrInt("size", 0));
+  if (size <= 0) return c.err("size must be positive");
+  SymExpr rest = SymExpr::constant(1);
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    KILN_TRY(SymExpr d, dimExpr(c, x.type(), i));
+    rest = rest * d;
+  }
+  KILN_TRY(Val sq, c.op(OpKind::Mul, {x, x}));
+  const Shape& xs = x.type().shape();
+  KILN_TRY(sq, reshapeTo(c, sq, {xs[0], Dim(1), xs[1], Dim(simplify(c, rest))}));
+  Attrs a;
+  a.set("kernel", std::vector<int64_t>{size, 1});
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", std::vector<int64_t>{(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0});
+  a.set("ceil_mode", int64_t(0));
+  a.set("count_include_pad", int64_t(1));
+  KILN_TRY(Val sum, c.op(OpKind::AvgPool, {sq}, std::move(a)));
+  KILN_TRY(sum, reshapeTo(c, sum, xs));
+  KILN_TRY(sum, c.op(OpKind::Mul, {sum, c.scalar(x.elem(), alpha)}));
+  KILN_TRY(sum, c.op(OpKind::Add, {sum, c.scalar(x.elem(), bias)}));
+  KILN_TRY(sum, c.op(OpKind::Pow, {sum, c.scalar(x.elem(), beta)}));
+  KILN_TRY(Val y, c.op(OpKind::Div, {x, sum}));
+  c.setOutput(0, y);
+  return ok();
+}
+
 } // namespace
 
 void registerMisc(Registry& r) {
+  r["DequantizeLinear"] = {dequantizeOp};
+  r["QuantizeLinear"] = {quantizeOp};
+  r["EyeLike"] = {eyeLikeOp};
+  r["HannWindow"] = {[](Ctx& c) { return windowOp(c, Window::Hann); }};
+  r["HammingWindow"] = {[](Ctx& c) { return windowOp(c, Window::Hamming); }};
+  r["BlackmanWindow"] = {[](Ctx& c) { return windowOp(c, Window::Blackman); }};
+  r["LRN"] = {lrnOp};
   r["Constant"] = {constantOp};
   r["Dropout"] = {dropoutOp};
   r["CumSum"] = {cumsumOp};
