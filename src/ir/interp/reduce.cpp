@@ -211,8 +211,9 @@ KernelResult kernelTopK(const KernelCtx& c) {
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t in = 0; in < v.inner; ++in) {
       for (int64_t j = 0; j < v.n; ++j) order[static_cast<size_t>(j)] = j;
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return before(v.at(o, a, in), v.at(o, b, in));
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        int64_t ea = v.at(o, a, in), eb = v.at(o, b, in);
+        return before(ea, eb) || (!before(eb, ea) && a < b);
       });
       for (int64_t j = 0; j < k; ++j) {
         int64_t src = v.at(o, order[static_cast<size_t>(j)], in);
