@@ -250,6 +250,83 @@ TEST_CASE("initializers: small ones are constants, large ones weights") {
   CHECK(out[0].getF(99) == 99);
 }
 
+TEST_CASE("initializers in external data files") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-onnx-external";
+  fs::create_directories(dir);
+  std::vector<float> data(100);
+  for (int i = 0; i < 100; ++i) data[static_cast<size_t>(i)] = float(i) * 0.5f;
+  {
+    std::ofstream out(dir / "w.bin", std::ios::binary);
+    out.write("pad!", 4); // the tensor starts at offset 4
+    out.write(reinterpret_cast<const char*>(data.data()), 400);
+  }
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {100});
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(pb::TensorProto::FLOAT);
+  t->add_dims(100);
+  t->set_data_location(pb::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("w.bin");
+  kv = t->add_external_data();
+  kv->set_key("offset");
+  kv->set_value("4");
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", dir.string());
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  HostTensor ones(ElemType::F32, {100});
+  for (int i = 0; i < 100; ++i) ones.setF(i, 1);
+  auto out = run(*r, {ones});
+  CHECK(out[0].getF(10) == 5);
+  CHECK(out[0].getF(99) == 49.5);
+  // A file too short for the tensor is an error, not a read past its end.
+  kv->set_value("200");
+  CHECK(
+      firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", dir.string())).find("does not fit") !=
+      std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("dynamic Slice, Range and ConstantOfShape from Shape") {
+  // y = x[:, :n] + range(n) broadcast, n = Shape(x)[1]; z = ConstantOfShape([n]).
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::INT64, {2, -1});
+  b.initI64("i1", {1});
+  b.initI64("zero", {0});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"n1"}); // [n]
+  b.node("Slice", {"x", "zero", "n1", "i1"}, {"xs"});
+  auto* z = b.g->add_initializer();
+  z->set_name("z0");
+  z->set_data_type(pb::TensorProto::INT64);
+  z->add_int64_data(0);
+  auto* o = b.g->add_initializer();
+  o->set_name("o1");
+  o->set_data_type(pb::TensorProto::INT64);
+  o->add_int64_data(1);
+  b.node("Squeeze", {"n1", "zero"}, {"n"});
+  b.node("Range", {"z0", "n", "o1"}, {"r"});
+  b.node("Add", {"xs", "r"}, {"y"});
+  b.node("ConstantOfShape", {"n1"}, {"c"});
+  b.output("y");
+  b.output("c");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(r->module->funcs()[0]->resultTypes()[0].str() == "tensor<2x{seq}xi64>");
+  CHECK(r->module->funcs()[0]->resultTypes()[1].str() == "tensor<{seq}xf32>");
+  HostTensor x(ElemType::I64, {2, 3});
+  for (int64_t i = 0; i < 6; ++i) x.setI(i, 10 * i);
+  auto out = run(*r, {x});
+  CHECK(out[0].getI(0) == 0);
+  CHECK(out[0].getI(2) == 22);
+  CHECK(out[0].getI(5) == 52);
+  CHECK(out[1].shape() == std::vector<int64_t>{3});
+}
+
 TEST_CASE("topk and the trigonometric ops on the interpreter") {
   Module m;
   Func* f = m.addFunc(std::make_unique<Func>("main", Loc{}));
