@@ -391,36 +391,47 @@ Result<Val> wrapIndices(Ctx& c, const Val& idx, const Val& dims) {
   return c.op(OpKind::Select, {zero, plus, idx});
 }
 
-// GatherND (batch_dims 0): x's first k dims flattened, the index tuples turned into flat
-// indices, then one gather.
+// GatherND: x's leading dims flattened, each index tuple turned into one flat index,
+// then one gather. With batch_dims b, the b batch dims of x are flattened too and each
+// tuple is prefixed with its own batch position (from iota over the index batch dims).
 Status gatherNdOp(Ctx& c) {
   KILN_TRY(Val x, c.input(0));
   KILN_TRY(Val idx, c.input(1));
   KILN_TRY(int64_t batch, c.attrInt("batch_dims", 0));
-  if (batch != 0) return c.err("batch_dims other than 0 is not supported");
   KILN_TRY(idx, c.cast(idx, ElemType::I64));
+  if (idx.rank() < 1 || batch < 0 || batch >= idx.rank() || batch >= x.rank())
+    return c.err("batch_dims or the index rank is invalid");
   const Dim& kd = idx.type().dim(idx.rank() - 1);
-  if (!kd.isStatic() || kd.value() > x.rank()) return c.err("the index tuple length is invalid");
+  if (!kd.isStatic() || batch + kd.value() > x.rank())
+    return c.err("the index tuple length is invalid");
   int64_t k = kd.value();
-  std::vector<int64_t> sizes, strides(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) {
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < batch + k; ++i) {
     const Dim& d = x.type().dim(i);
     if (!d.isStatic()) return c.err("GatherND over symbolic dims is not supported");
     sizes.push_back(d.value());
   }
+  std::vector<int64_t> strides(sizes.size());
   int64_t stride = 1;
-  for (int64_t i = k - 1; i >= 0; --i) {
-    strides[static_cast<size_t>(i)] = stride;
-    stride *= sizes[static_cast<size_t>(i)];
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i];
   }
-  KILN_TRY(Val w, wrapIndices(c, idx, c.constant(i64Tensor(sizes))));
-  KILN_TRY(Val m, c.op(OpKind::Mul, {w, c.constant(i64Tensor(strides))}));
+  std::vector<int64_t> tupleSizes(sizes.begin() + batch, sizes.end());
+  std::vector<int64_t> tupleStrides(strides.begin() + batch, strides.end());
+  KILN_TRY(Val w, wrapIndices(c, idx, c.constant(i64Tensor(tupleSizes))));
+  KILN_TRY(Val m, c.op(OpKind::Mul, {w, c.constant(i64Tensor(tupleStrides))}));
   Attrs ra;
   ra.set("axes", std::vector<int64_t>{-1});
   ra.set("keepdims", int64_t(0));
   KILN_TRY(Val flat, c.op(OpKind::ReduceSum, {m}, std::move(ra)));
+  for (int64_t j = 0; j < batch; ++j) {
+    KILN_TRY(Val pos, c.op(OpKind::Iota, {}, axisAttr(j), {flat.type()}));
+    KILN_TRY(pos, c.op(OpKind::Mul, {pos, c.scalar(ElemType::I64, double(strides[size_t(j)]))}));
+    KILN_TRY(flat, c.op(OpKind::Add, {flat, pos}));
+  }
   Shape xs{Dim(stride)};
-  for (int64_t i = k; i < x.rank(); ++i) xs.push_back(x.type().dim(i));
+  for (int64_t i = batch + k; i < x.rank(); ++i) xs.push_back(x.type().dim(i));
   KILN_TRY(Val xf, reshapeTo(c, x, xs));
   KILN_TRY(Val y, c.op(OpKind::Gather, {xf, flat}, axisAttr(0)));
   c.setOutput(0, y);
