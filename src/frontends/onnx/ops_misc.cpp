@@ -111,7 +111,10 @@ Status oneHotOp(Ctx& c) {
   KILN_TRY(HostTensor depthT, c.constInput(1, "depth"));
   KILN_TRY(Val values, c.input(2));
   if (depthT.numElements() != 1) return c.err("depth must have one element");
-  auto depth = static_cast<int64_t>(depthT.getF(0));
+  double depthF = depthT.getF(0);
+  if (!std::isfinite(depthF) || depthF < 0 || depthF > double(int64_t(1) << 40))
+    return c.err("depth is out of range");
+  auto depth = static_cast<int64_t>(depthF);
   KILN_TRY(int64_t axis, c.attrInt("axis", -1));
   KILN_TRY(axis, normAxis(c, axis, idx.rank() + 1));
   KILN_TRY(idx, c.cast(idx, ElemType::I64));
@@ -299,6 +302,9 @@ Status einsumOp(Ctx& c) {
 
 // ---- Resize / Upsample ----
 
+// Tables built at import (Resize indices, windows) are limited to this many entries.
+constexpr int64_t kMaxTable = int64_t(1) << 24;
+
 struct ResizeAttrs {
   std::string mode, coord, nearest;
   double cubicA = -0.75;
@@ -432,8 +438,10 @@ Status resizeOp(Ctx& c, bool upsample) {
     const Dim& d = x.type().dim(static_cast<int64_t>(i));
     if (!d.isStatic()) return c.err("Resize over a symbolic dim is not supported");
     int64_t in = d.value();
-    int64_t out =
-        sizes.empty() ? static_cast<int64_t>(std::floor(double(in) * scales[i])) : sizes[i];
+    double want = sizes.empty() ? std::floor(double(in) * scales[i]) : double(sizes[i]);
+    if (!std::isfinite(want) || want < 0 || want > double(kMaxTable))
+      return c.err("the output size of dim " + std::to_string(i) + " is out of range");
+    auto out = static_cast<int64_t>(want);
     double scale = sizes.empty() ? scales[i] : double(out) / double(in);
     if (out == in && scale == 1.0) continue;
     if (out < 0 || in == 0 || scale <= 0) return c.err("invalid scale or size");
@@ -528,6 +536,7 @@ Status windowOp(Ctx& c, Window w) {
   KILN_TRY(auto sizeV, c.constInts(0, "the window size"));
   if (sizeV.size() != 1 || sizeV[0] < 0) return c.err("the window size must be one number >= 0");
   int64_t n = sizeV[0];
+  if (n > kMaxTable) return c.err("the window size is too large");
   KILN_TRY(int64_t periodic, c.attrInt("periodic", 1));
   KILN_TRY(int64_t dt, c.attrInt("output_datatype", 1));
   std::optional<ElemType> e = elemTypeOf(static_cast<int32_t>(dt));

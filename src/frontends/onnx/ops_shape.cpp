@@ -582,11 +582,15 @@ Status rangeOp(Ctx& c) {
   double s = start.value->getF(0), d = delta.value->getF(0);
   if (d == 0) return c.err("Range delta is 0");
   SymExpr len;
+  if (!std::isfinite(s) || !std::isfinite(d)) return c.err("Range start and delta must be finite");
   if (limit.value) {
-    double l = limit.value->getF(0);
-    len = SymExpr::constant(std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d))));
-  } else if (auto sym = Ctx::symOf(limit);
-             sym && sym->size() == 1 && d > 0 && s == std::floor(s) && d == std::floor(d)) {
+    double l = limit.value->getF(0), n = std::ceil((l - s) / d);
+    if (!std::isfinite(n) || n > double(int64_t(1) << 40))
+      return c.err("the Range length is out of range");
+    len = SymExpr::constant(std::max<int64_t>(0, static_cast<int64_t>(n)));
+  } else if (auto sym = Ctx::symOf(limit); sym && sym->size() == 1 && d > 0 && d < 1e15 &&
+                                           std::fabs(s) < 1e15 && s == std::floor(s) &&
+                                           d == std::floor(d)) {
     len = simplify(c, SymExpr::max(SymExpr::ceilDiv((*sym)[0] - SymExpr::constant(int64_t(s)),
                                                     SymExpr::constant(int64_t(d))),
                                    SymExpr::constant(0)));

@@ -108,22 +108,34 @@ Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& 
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 34))
       return error(loc, "tensor '" + t.name() + "' has an invalid shape");
-  HostTensor out(*elem, shape);
-  size_t bytes = out.byteSize();
+  // Sizes are checked against the data before anything is allocated, so a shape that
+  // claims more than the file holds costs nothing.
+  auto bytes = static_cast<size_t>(n) * static_cast<size_t>(elemTypeBytes(*elem));
   auto sizeError = [&](size_t have) {
     return error(loc, "tensor '" + t.name() + "' holds " + std::to_string(have) +
                           " elements or bytes but its shape needs " + std::to_string(n));
   };
   if (t.data_location() == pb::TensorProto::EXTERNAL) {
     KILN_TRY(std::string data, readExternal(t, baseDir, bytes, loc));
-    std::memcpy(out.mutableData(), data.data(), bytes);
+    HostTensor out(*elem, shape);
+    if (bytes) std::memcpy(out.mutableData(), data.data(), bytes);
     return out;
   }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != bytes) return sizeError(t.raw_data().size());
+    HostTensor out(*elem, shape);
     if (bytes) std::memcpy(out.mutableData(), t.raw_data().data(), bytes);
     return out;
   }
+  int stored = 0;
+  switch (*elem) {
+  case ElemType::F32: stored = t.float_data_size(); break;
+  case ElemType::F64: stored = t.double_data_size(); break;
+  case ElemType::I64: stored = t.int64_data_size(); break;
+  default: stored = t.int32_data_size(); break;
+  }
+  if (static_cast<int64_t>(stored) != n) return sizeError(static_cast<size_t>(stored));
+  HostTensor out(*elem, shape);
   auto count = [&](int size) -> Status {
     if (static_cast<int64_t>(size) != n) return sizeError(static_cast<size_t>(size));
     return ok();
