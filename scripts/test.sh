@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Full check, as CI runs it: installs missing packages, builds with --werror, runs every
 # meson test (unit, lit, property, fuzz corpus replay, robustness), runs the unit tests
-# again under ASan + UBSan, and fuzzes the parser for a bounded time with clang-19.
+# again under ASan + UBSan, and fuzzes the parser, the .kmod loader and the ONNX importer for a
+# bounded time with clang-19.
 #
 # Ends with one line `N passed, M failed`: each meson test counts once (from
 # build/meson-logs/testlog.json) and each extra step (the --werror build, the sanitizer
@@ -9,11 +10,13 @@
 #
 #   KILN_FUZZ_SECONDS         how long to fuzz the parser (default 60)
 #   KILN_FUZZ_MODULE_SECONDS  how long to fuzz the .kmod loader (default 30)
+#   KILN_FUZZ_ONNX_SECONDS    how long to fuzz the ONNX importer (default 30)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 set +e
 
 fuzz_seconds="${KILN_FUZZ_SECONDS:-60}"
 fuzz_module_seconds="${KILN_FUZZ_MODULE_SECONDS:-30}"
+fuzz_onnx_seconds="${KILN_FUZZ_ONNX_SECONDS:-30}"
 passed=0
 failed=0
 
@@ -72,40 +75,24 @@ sanitizer_unit_tests() {
     meson test -C build-asan --suite unit --suite fuzz --print-errorlogs
 }
 
-fuzz_parser() {
+# Fuzzes one libFuzzer target for a bounded time: fuzz_target NAME CORPUS SECONDS [FLAG...].
+# New inputs go to a scratch folder so the checked-in corpus only changes by hand.
+fuzz_target() {
+  local name="$1" corpus="$2" seconds="$3"
+  shift 3
   if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang-19 CXX=clang++-19 kiln_setup build-fuzz -Dfuzz=enabled || return 1
   fi
-  ninja -C build-fuzz tests/fuzz/fuzz-parser || return 1
-  # New inputs go to a scratch folder so the checked-in corpus only changes by hand.
+  ninja -C build-fuzz "tests/fuzz/$name" || return 1
   local scratch artifacts
   scratch="$(mktemp -d)"
-  artifacts="build-fuzz/fuzz-artifacts"
+  artifacts="build-fuzz/fuzz-artifacts/$name"
   mkdir -p "$artifacts"
-  build-fuzz/tests/fuzz/fuzz-parser "$scratch" tests/fuzz/corpus/parser \
-    -dict=tests/fuzz/kir.dict -max_total_time="$fuzz_seconds" -timeout=10 \
-    -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts/"
+  "build-fuzz/tests/fuzz/$name" "$scratch" "$corpus" "$@" -max_total_time="$seconds" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/"
   local rc=$?
   rm -rf "$scratch"
-  [ "$rc" -eq 0 ] || echo "fuzz-parser found a failing input; it is in $artifacts/"
-  return "$rc"
-}
-
-fuzz_module() {
-  if [ ! -f build-fuzz/build.ninja ]; then
-    CC=clang-19 CXX=clang++-19 meson setup build-fuzz -Dfuzz=enabled || return 1
-  fi
-  ninja -C build-fuzz tests/fuzz/fuzz-module || return 1
-  local scratch artifacts
-  scratch="$(mktemp -d)"
-  artifacts="build-fuzz/fuzz-artifacts"
-  mkdir -p "$artifacts"
-  build-fuzz/tests/fuzz/fuzz-module "$scratch" tests/fuzz/corpus/module \
-    -max_total_time="$fuzz_module_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/module-"
-  local rc=$?
-  rm -rf "$scratch"
-  [ "$rc" -eq 0 ] || echo "fuzz-module found a failing input; it is in $artifacts/"
+  [ "$rc" -eq 0 ] || echo "$name found a failing input; it is in $artifacts/"
   return "$rc"
 }
 
@@ -121,8 +108,13 @@ echo "=== meson test"
 meson test -C build --print-errorlogs
 count_meson_tests build
 step "unit tests under ASan + UBSan" sanitizer_unit_tests
-step "fuzz the parser for ${fuzz_seconds} s" fuzz_parser
-step "fuzz the module loader for ${fuzz_module_seconds} s" fuzz_module
+step "fuzz the parser for ${fuzz_seconds} s" \
+  fuzz_target fuzz-parser tests/fuzz/corpus/parser "$fuzz_seconds" \
+  -dict=tests/fuzz/kir.dict -max_len=4096
+step "fuzz the module loader for ${fuzz_module_seconds} s" \
+  fuzz_target fuzz-module tests/fuzz/corpus/module "$fuzz_module_seconds" -max_len=16384
+step "fuzz the ONNX importer for ${fuzz_onnx_seconds} s" \
+  fuzz_target fuzz-onnx tests/fuzz/corpus/onnx "$fuzz_onnx_seconds" -max_len=8192
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

@@ -47,8 +47,8 @@ Result<ParsedArgs> parseArgs(const std::vector<std::string>& args,
 Result<std::unique_ptr<Module>> loadModule(const std::string& path);
 Status writeTextFile(const std::string& path, const std::string& text);
 
-// Inputs (input.cpp). A source model (.kir, or - for stdin; .onnx once the importer lands)
-// parsed and verified:
+// Inputs (input.cpp). A source model (.kir, .onnx, or - for .kir on stdin) parsed or
+// imported, and verified:
 Result<std::unique_ptr<Module>> loadInputModule(const std::string& path);
 bool isModuleFile(const std::string& path); // FILE.kmod
 // A program to run: a .kmod file, or a source model compiled in memory for `device`.
@@ -72,6 +72,7 @@ int runCompile(const std::vector<std::string>& args);
 int runDump(const std::vector<std::string>& args);
 int runDevices(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
+int runImport(const std::vector<std::string>& args);
 
 extern const char* const kOptHelp;
 extern const char* const kRunHelp;
@@ -79,5 +80,6 @@ extern const char* const kCompileHelp;
 extern const char* const kDumpHelp;
 extern const char* const kDevicesHelp;
 extern const char* const kBenchHelp;
+extern const char* const kImportHelp;
 
 } // namespace kiln::cli

@@ -9,7 +9,7 @@
 
 namespace kiln::cli {
 
-const char* const kRunHelp = R"(usage: kiln run FILE.kmod|FILE.kir|- [flags]
+const char* const kRunHelp = R"(usage: kiln run FILE.kmod|FILE.kir|MODEL.onnx|- [flags]
 
 Runs one function of a module and prints or writes its results. A .kir file (or stdin)
 is compiled in memory first; a .kmod file runs as compiled.

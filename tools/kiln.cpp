@@ -12,8 +12,9 @@ const char* const kHelp = R"(usage: kiln COMMAND [flags]
 
 commands:
   opt      parse, verify, transform and print a .kir module
-  compile  compile a module to a .kmod module file
-  run      run a function of a .kmod or .kir module on a device
+  import   convert an ONNX model to a .kir module and a weights file
+  compile  compile a .kir module or an .onnx model to a .kmod module file
+  run      run a function of a .kmod, .kir or .onnx model on a device
   bench    time repeated calls of a module's functions
   dump     validate a .kmod file and print what it holds
   devices  list the devices every driver sees
@@ -44,10 +45,12 @@ int dispatch(const std::vector<std::string>& words) {
   if (cmd == "dump") return cli::runDump(rest);
   if (cmd == "devices") return cli::runDevices(rest);
   if (cmd == "bench") return cli::runBench(rest);
+  if (cmd == "import") return cli::runImport(rest);
   if (cmd.starts_with("-"))
     return cli::fail(error(Loc{}, "unknown flag '" + cmd + "' (see kiln --help)"));
   return cli::fail(error(Loc{}, "unknown command '" + cmd +
-                                    "' (commands: opt, compile, run, bench, dump, devices)"));
+                                    "' (commands: opt, import, compile, run, bench, dump, "
+                                    "devices)"));
 }
 
 } // namespace

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "ir/attrs.h"
 #include "ir/diag.h"
+#include "ir/host_tensor.h"
 #include "ir/ops.h"
 #include "ir/symexpr.h"
 #include "ir/types.h"
@@ -182,6 +184,13 @@ public:
   Status addWeight(WeightDecl w);
   const WeightDecl* lookupWeight(std::string_view name) const;
   const std::vector<WeightDecl>& weights() const { return weights_; }
+  // Weight data held in memory instead of a file (an ONNX model imported to run or compile
+  // without writing its weights out); WeightStore prefers it to the declaration's file.
+  void setWeightData(const std::string& name, HostTensor t) { weightData_[name] = std::move(t); }
+  const HostTensor* weightData(const std::string& name) const {
+    auto it = weightData_.find(name);
+    return it == weightData_.end() ? nullptr : &it->second;
+  }
 
   // Directory that relative weight paths are resolved against (the .kir file's folder).
   const std::string& baseDir() const { return baseDir_; }
@@ -190,6 +199,7 @@ public:
 private:
   SymbolTable symbols_;
   std::vector<WeightDecl> weights_;
+  std::map<std::string, HostTensor> weightData_;
   std::vector<std::unique_ptr<Func>> funcs_;
   std::string baseDir_;
 };

@@ -223,6 +223,19 @@ Types alongAxis(const Ctx& c) {
   return one(c.ops[0]);
 }
 
+// Values and i64 indices with the axis dim replaced by k.
+Types topK(const Ctx& c) {
+  const Type& x = c.ops[0];
+  KILN_TRY(int64_t axis, c.axis(c.attrs.getInt("axis"), x.rank()));
+  int64_t k = c.attrs.getInt("k");
+  if (k < 0) return c.err("k must be >= 0, got " + std::to_string(k));
+  if (x.dim(axis).isStatic() && k > x.dim(axis).value())
+    return c.err("k = " + std::to_string(k) + " exceeds dim " + x.dim(axis).str());
+  Shape s = x.shape();
+  s[static_cast<size_t>(axis)] = Dim(k);
+  return std::vector<Type>{Type(x.elem(), s), Type(ElemType::I64, s)};
+}
+
 Types matmul(const Ctx& c) {
   KILN_CHECK(c.sameElem(0, 1));
   const Type &a = c.ops[0], &b = c.ops[1];
@@ -673,6 +686,15 @@ Types infer(const Ctx& c) {
   case OpKind::Silu:
   case OpKind::Sin:
   case OpKind::Cos:
+  case OpKind::Tan:
+  case OpKind::Asin:
+  case OpKind::Acos:
+  case OpKind::Atan:
+  case OpKind::Sinh:
+  case OpKind::Cosh:
+  case OpKind::Asinh:
+  case OpKind::Acosh:
+  case OpKind::Atanh:
   case OpKind::Floor:
   case OpKind::Ceil:
   case OpKind::Round:
@@ -707,6 +729,7 @@ Types infer(const Ctx& c) {
   case OpKind::ReduceProd: return reduction(c);
   case OpKind::ArgMax:
   case OpKind::ArgMin: return argReduction(c);
+  case OpKind::TopK: return topK(c);
   case OpKind::Cumsum:
   case OpKind::Softmax:
   case OpKind::LogSoftmax: return alongAxis(c);

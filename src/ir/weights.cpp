@@ -7,6 +7,7 @@ namespace kiln {
 
 Result<HostTensor> WeightStore::get(const std::string& name) {
   if (auto it = cache_.find(name); it != cache_.end()) return it->second;
+  if (const HostTensor* t = module_.weightData(name)) return *t;
   const WeightDecl* decl = module_.lookupWeight(name);
   if (!decl) return error(Loc{}, "no weight named @" + name + " is declared in the module");
 

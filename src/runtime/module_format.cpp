@@ -80,9 +80,14 @@ Result<std::string> serializeProgram(const Program& p) {
   meta["stats"] = nlohmann::json::array();
   for (const FunctionStats& s : p.stats) meta["stats"].push_back(statsJson(s));
 
+  // Weights held in memory (an imported model's) have no file to reference: embed them.
+  std::map<std::string, HostTensor> embedded = p.embeddedWeights;
+  for (const WeightDecl& w : p.host->weights())
+    if (const HostTensor* t = p.host->weightData(w.name)) embedded.emplace(w.name, *t);
+
   std::vector<PendingSection> sections;
   std::string weights;
-  for (const auto& [name, t] : p.embeddedWeights) {
+  for (const auto& [name, t] : embedded) {
     weights.resize(alignUp(weights.size()), '\0');
     meta["weights"].push_back({{"name", name},
                                {"dtype", std::string(elemTypeName(t.elem()))},
@@ -99,7 +104,7 @@ Result<std::string> serializeProgram(const Program& p) {
   opts.funcFilter = [&](const Func& f) { return entrySet.count(f.name()) != 0; };
   std::string host = printModule(*p.host, opts);
   for (const WeightDecl& w : p.host->weights()) {
-    if (p.embeddedWeights.count(w.name)) continue;
+    if (embedded.count(w.name)) continue;
     std::filesystem::path file(w.file);
     if (file.is_relative()) file = std::filesystem::path(p.host->baseDir()) / file;
     std::error_code ec;
@@ -119,7 +124,7 @@ Result<std::string> serializeProgram(const Program& p) {
     meta["executables"].push_back({{"target", e.target}, {"section", name}});
     sections.push_back({kExecSection, name, e.payload});
   }
-  if (!p.embeddedWeights.empty())
+  if (!embedded.empty())
     sections.push_back({kWeightsSection, "weights", std::move(weights)});
   sections.insert(sections.begin(), PendingSection{kMetaSection, "meta", meta.dump(1)});
 

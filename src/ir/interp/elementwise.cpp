@@ -171,6 +171,33 @@ KernelResult kernelSin(const KernelCtx& c) {
 KernelResult kernelCos(const KernelCtx& c) {
   return floatUnary(c, [](double x) { return std::cos(x); });
 }
+KernelResult kernelTan(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::tan(x); });
+}
+KernelResult kernelAsin(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::asin(x); });
+}
+KernelResult kernelAcos(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::acos(x); });
+}
+KernelResult kernelAtan(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::atan(x); });
+}
+KernelResult kernelSinh(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::sinh(x); });
+}
+KernelResult kernelCosh(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::cosh(x); });
+}
+KernelResult kernelAsinh(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::asinh(x); });
+}
+KernelResult kernelAcosh(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::acosh(x); });
+}
+KernelResult kernelAtanh(const KernelCtx& c) {
+  return floatUnary(c, [](double x) { return std::atanh(x); });
+}
 KernelResult kernelFloor(const KernelCtx& c) {
   return floatUnary(c, [](double x) { return std::floor(x); });
 }

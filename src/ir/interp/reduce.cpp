@@ -182,6 +182,50 @@ KernelResult kernelArgMin(const KernelCtx& c) { return argExtreme(c, false); }
 KernelResult kernelSoftmax(const KernelCtx& c) { return softmax(c, false); }
 KernelResult kernelLogSoftmax(const KernelCtx& c) { return softmax(c, true); }
 
+KernelResult kernelTopK(const KernelCtx& c) {
+  const HostTensor& x = c.in[0];
+  KILN_TRY(AxisView v, axisView(c, x.shape()));
+  int64_t k = c.op.attrs().getInt("k");
+  bool largest = c.op.attrs().getInt("largest", 1) != 0;
+  if (k < 0 || k > v.n)
+    return opError(c, "k = " + std::to_string(k) + " is out of range for a dim of " +
+                          std::to_string(v.n));
+  std::vector<int64_t> shape = x.shape();
+  KILN_TRY(int64_t axis, normAxis(c, c.op.attrs().getInt("axis", 0), x.rank()));
+  shape[static_cast<size_t>(axis)] = k;
+  KILN_TRY(HostTensor vals, newTensor(c, x.elem(), shape));
+  KILN_TRY(HostTensor idxs, newTensor(c, ElemType::I64, shape));
+  bool flt = isFloat(x.elem());
+  // Strict order "a comes before b"; NaN is larger than every number.
+  auto before = [&](int64_t a, int64_t b) {
+    if (flt) {
+      double xa = x.getF(a), xb = x.getF(b);
+      bool na = std::isnan(xa), nb = std::isnan(xb);
+      if (na || nb) return largest ? (na && !nb) : (!na && nb);
+      return largest ? xa > xb : xa < xb;
+    }
+    int64_t xa = x.getI(a), xb = x.getI(b);
+    return largest ? xa > xb : xa < xb;
+  };
+  std::vector<int64_t> order(static_cast<size_t>(v.n));
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t in = 0; in < v.inner; ++in) {
+      for (int64_t j = 0; j < v.n; ++j) order[static_cast<size_t>(j)] = j;
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        int64_t ea = v.at(o, a, in), eb = v.at(o, b, in);
+        return before(ea, eb) || (!before(eb, ea) && a < b);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t src = v.at(o, order[static_cast<size_t>(j)], in);
+        int64_t dst = (o * k + j) * v.inner + in;
+        copyElem(vals, dst, x, src);
+        idxs.setI(dst, order[static_cast<size_t>(j)]);
+      }
+    }
+  }
+  return std::vector<HostTensor>{vals, idxs};
+}
+
 KernelResult kernelCumsum(const KernelCtx& c) {
   const HostTensor& x = c.in[0];
   KILN_TRY(AxisView v, axisView(c, x.shape()));

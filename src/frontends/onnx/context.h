@@ -1,0 +1,138 @@
+// The state one ONNX import works in, and the helpers every op converter uses: inputs and
+// outputs by position, typed attribute access with diagnostics, op creation with
+// import-time constant folding, and the symbolic values of shape computations.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontends/onnx/import.h"
+#include "frontends/onnx/onnx_proto.h"
+#include "ir/builder.h"
+#include "ir/ir.h"
+
+namespace kiln::onnx {
+
+// One ONNX value as the importer knows it: the IR value, its data when it is known at
+// import time (initializers, constants and what folds from them), and, for 0-D/1-D integer
+// tensors computed from shapes, each element as a symbolic expression.
+struct Val {
+  Value* v = nullptr;
+  std::optional<HostTensor> value;
+  std::optional<std::vector<SymExpr>> sym;
+
+  const Type& type() const { return v->type(); }
+  int64_t rank() const { return v->type().rank(); }
+  ElemType elem() const { return v->type().elem(); }
+};
+
+class Ctx;
+using Converter = std::function<Status(Ctx&)>;
+
+struct ConverterEntry {
+  Converter fn;
+  int minOpset = 1; // first opset version kiln converts
+};
+using Registry = std::map<std::string, ConverterEntry, std::less<>>;
+
+// Each family registers its converters (ops_*.cpp).
+void registerElementwise(Registry& r);
+void registerNn(Registry& r);
+void registerReduce(Registry& r);
+void registerShapeOps(Registry& r);
+void registerMisc(Registry& r);
+const Registry& registry();
+
+class Ctx {
+public:
+  Ctx(Module& m, Func& f, std::string file, const ImportOptions& opts, int opset);
+
+  // ---- the node being converted ----
+  void setNode(const pb::NodeProto* node);
+  const pb::NodeProto& node() const { return *node_; }
+  int opset() const { return opset_; }
+  Loc loc() const;
+  Diag err(const std::string& message) const;
+
+  // Number of inputs, trailing empty names dropped; hasInput is false for "" (omitted).
+  size_t numInputs() const;
+  bool hasInput(size_t i) const;
+  Result<Val> input(size_t i) const;
+  size_t numOutputs() const { return static_cast<size_t>(node_->output_size()); }
+  void setOutput(size_t i, Val v);
+
+  // ---- attributes ----
+  const pb::AttributeProto* attr(const std::string& name) const;
+  Result<int64_t> attrInt(const std::string& name, int64_t fallback) const;
+  Result<double> attrFloat(const std::string& name, double fallback) const;
+  Result<std::string> attrStr(const std::string& name, const std::string& fallback) const;
+  Result<std::vector<int64_t>> attrInts(const std::string& name,
+                                        std::vector<int64_t> fallback = {}) const;
+  Result<std::vector<double>> attrFloats(const std::string& name) const;
+  Result<HostTensor> attrTensor(const std::string& name) const;
+
+  // ---- building ----
+  // Creates an op (result types from the shape rules, or `types` for ops that take them)
+  // and folds it to a constant when every operand's data is known and the result is small.
+  Result<Val> op(OpKind kind, const std::vector<Val>& operands, Attrs attrs = {},
+                 std::vector<Type> types = {});
+  Val constant(HostTensor t);
+  // A module weight holding `t` (declared at the end of the import if still used).
+  Result<Val> weight(const std::string& onnxName, HostTensor t);
+  Val scalar(ElemType elem, double v);
+  // `x` converted to `elem` (no op when it already has that type).
+  Result<Val> cast(const Val& x, ElemType elem);
+
+  // Data of an input that must be known at import time (shape arguments and the like); an
+  // error naming what it is for when it depends on run-time data.
+  Result<HostTensor> constInput(size_t i, const std::string& what) const;
+  Result<std::vector<int64_t>> constInts(size_t i, const std::string& what) const;
+  // Elements of a 0-D/1-D integer value as symbolic expressions (constants or `sym`).
+  Result<std::vector<SymExpr>> symInts(size_t i, const std::string& what) const;
+  static std::optional<std::vector<SymExpr>> symOf(const Val& v);
+
+  Module& module() { return module_; }
+  Func& func() { return func_; }
+  const SymbolTable& symbols() const { return module_.symbols(); }
+  const ImportOptions& options() const { return opts_; }
+
+  std::map<std::string, Val, std::less<>> values;
+  // Weights by kiln name: declaration and data.
+  std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
+
+private:
+  Module& module_;
+  Func& func_;
+  Builder builder_;
+  std::string file_;
+  const ImportOptions& opts_;
+  int opset_;
+  const pb::NodeProto* node_ = nullptr;
+};
+
+// `s` with bytes outside printable ASCII replaced by '?' (names from damaged files).
+std::string printable(const std::string& s);
+
+// A name usable after `@` or `%` in the text IR and as a symbol.
+std::string identifier(const std::string& name, const std::string& fallback);
+
+// Lowest and highest value of an integer element type.
+int64_t intLowest(ElemType t);
+int64_t intHighest(ElemType t);
+
+// Shape helpers shared by converters.
+// A 1-D i64 tensor.
+HostTensor i64Tensor(const std::vector<int64_t>& v);
+// A dim as a symbolic expression (an error for `?`).
+Result<SymExpr> dimExpr(const Ctx& c, const Type& t, int64_t axis);
+// `axis` in [-rank, rank) as [0, rank); an error naming the node otherwise.
+Result<int64_t> normAxis(const Ctx& c, int64_t axis, int64_t rank);
+// Reshape with a result shape given as dims.
+Result<Val> reshapeTo(Ctx& c, const Val& x, const Shape& shape);
+// numpy broadcast of x to `shape`.
+Result<Val> broadcastTo(Ctx& c, const Val& x, const Shape& shape);
+
+} // namespace kiln::onnx

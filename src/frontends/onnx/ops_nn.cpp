@@ -1,0 +1,459 @@
+// Converters for ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose (as a
+// convolution over the stride-dilated input with flipped weights), pools, the
+// normalizations (as reductions and elementwise ops), Softmax/LogSoftmax/Hardmax.
+#include <limits>
+
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/shape_values.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+Attrs axesAttrs(const std::vector<int64_t>& axes, bool keep) {
+  Attrs a;
+  a.set("axes", axes);
+  a.set("keepdims", keep ? int64_t(1) : int64_t(0));
+  return a;
+}
+
+Result<Val> transpose(Ctx& c, const Val& x, const std::vector<int64_t>& perm) {
+  Attrs a;
+  a.set("perm", perm);
+  return c.op(OpKind::Transpose, {x}, std::move(a));
+}
+
+Status matmulOp(Ctx& c) {
+  KILN_TRY(Val a, c.input(0));
+  KILN_TRY(Val b, c.input(1));
+  KILN_TRY(Val y, c.op(OpKind::Matmul, {a, b}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+Status gemmOp(Ctx& c) {
+  KILN_TRY(Val a, c.input(0));
+  KILN_TRY(Val b, c.input(1));
+  KILN_TRY(double alpha, c.attrFloat("alpha", 1.0));
+  KILN_TRY(double beta, c.attrFloat("beta", 1.0));
+  KILN_TRY(int64_t ta, c.attrInt("transA", 0));
+  KILN_TRY(int64_t tb, c.attrInt("transB", 0));
+  if (a.rank() != 2 || b.rank() != 2) return c.err("A and B must be 2-D");
+  if (ta) {
+    KILN_TRY(a, transpose(c, a, {1, 0}));
+  }
+  if (tb) {
+    KILN_TRY(b, transpose(c, b, {1, 0}));
+  }
+  KILN_TRY(Val y, c.op(OpKind::Matmul, {a, b}));
+  if (alpha != 1) {
+    KILN_TRY(y, c.op(OpKind::Mul, {y, c.scalar(y.elem(), alpha)}));
+  }
+  if (c.hasInput(2)) {
+    KILN_TRY(Val bias, c.input(2));
+    if (beta != 1) {
+      KILN_TRY(bias, c.op(OpKind::Mul, {bias, c.scalar(bias.elem(), beta)}));
+    }
+    KILN_TRY(y, c.op(OpKind::Add, {y, bias}));
+  }
+  c.setOutput(0, y);
+  return ok();
+}
+
+// Window attributes shared by Conv and the pools, with auto_pad resolved.
+struct Window {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+};
+
+Result<Window> window(Ctx& c, const Val& x, std::vector<int64_t> kernel) {
+  size_t s = static_cast<size_t>(x.rank() - 2);
+  Window w;
+  w.kernel = std::move(kernel);
+  KILN_TRY(w.strides, c.attrInts("strides", std::vector<int64_t>(s, 1)));
+  KILN_TRY(w.dilations, c.attrInts("dilations", std::vector<int64_t>(s, 1)));
+  KILN_TRY(w.pads, c.attrInts("pads", std::vector<int64_t>(2 * s, 0)));
+  KILN_TRY(std::string autoPad, c.attrStr("auto_pad", "NOTSET"));
+  if (w.kernel.size() != s || w.strides.size() != s || w.dilations.size() != s ||
+      w.pads.size() != 2 * s)
+    return c.err("kernel_shape, strides, dilations or pads do not match the spatial rank " +
+                 std::to_string(s));
+  if (autoPad == "VALID") {
+    w.pads.assign(2 * s, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < s; ++i) {
+      const Dim& d = x.type().dim(static_cast<int64_t>(i + 2));
+      if (!d.isStatic()) return c.err("auto_pad on a symbolic spatial dim is not supported");
+      int64_t in = d.value(), st = w.strides[i];
+      int64_t out = (in + st - 1) / st;
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * st + (w.kernel[i] - 1) * w.dilations[i] + 1 - in);
+      int64_t small = total / 2, big = total - small;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : big;
+      w.pads[i + s] = autoPad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return c.err("auto_pad \"" + autoPad + "\" is not supported");
+  }
+  return w;
+}
+
+Result<std::vector<int64_t>> kernelShape(Ctx& c, const Val& w) {
+  std::vector<int64_t> k;
+  for (int64_t i = 2; i < w.rank(); ++i) {
+    const Dim& d = w.type().dim(i);
+    if (!d.isStatic()) return c.err("the kernel's spatial dims must be static");
+    k.push_back(d.value());
+  }
+  KILN_TRY(auto attr, c.attrInts("kernel_shape", k));
+  return attr;
+}
+
+Status convOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val w, c.input(1));
+  if (x.rank() < 3 || w.rank() != x.rank()) return c.err("X and W must have equal rank >= 3");
+  KILN_TRY(auto k, kernelShape(c, w));
+  KILN_TRY(Window win, window(c, x, k));
+  KILN_TRY(int64_t group, c.attrInt("group", 1));
+  Attrs a;
+  a.set("strides", win.strides);
+  a.set("pads", win.pads);
+  a.set("dilations", win.dilations);
+  a.set("group", group);
+  std::vector<Val> ops{x, w};
+  if (c.hasInput(2)) {
+    KILN_TRY(Val b, c.input(2));
+    ops.push_back(b);
+  }
+  KILN_TRY(Val y, c.op(OpKind::Conv, ops, std::move(a)));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// ConvTranspose = conv(stride-dilated, padded x, flipped and transposed w): each input
+// element is followed by stride-1 zeros, the border is padded by dilation*(k-1) minus the
+// ONNX pads, and the convolution runs with stride 1.
+Status convTransposeOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val w, c.input(1));
+  if (x.rank() < 3 || w.rank() != x.rank()) return c.err("X and W must have equal rank >= 3");
+  size_t s = static_cast<size_t>(x.rank() - 2);
+  KILN_TRY(auto k, kernelShape(c, w));
+  KILN_TRY(auto strides, c.attrInts("strides", std::vector<int64_t>(s, 1)));
+  KILN_TRY(auto dil, c.attrInts("dilations", std::vector<int64_t>(s, 1)));
+  KILN_TRY(auto pads, c.attrInts("pads", std::vector<int64_t>(2 * s, 0)));
+  KILN_TRY(auto outPad, c.attrInts("output_padding", std::vector<int64_t>(s, 0)));
+  KILN_TRY(auto outShape, c.attrInts("output_shape"));
+  KILN_TRY(std::string autoPad, c.attrStr("auto_pad", "NOTSET"));
+  KILN_TRY(int64_t group, c.attrInt("group", 1));
+  if (k.size() != s || strides.size() != s || dil.size() != s || pads.size() != 2 * s ||
+      outPad.size() != s)
+    return c.err("kernel_shape, strides, dilations, pads or output_padding do not match the "
+                 "spatial rank");
+  std::vector<int64_t> in;
+  for (size_t i = 0; i < s; ++i) {
+    const Dim& d = x.type().dim(static_cast<int64_t>(i + 2));
+    if (!d.isStatic()) return c.err("ConvTranspose over symbolic spatial dims is not supported");
+    in.push_back(d.value());
+  }
+  if (!outShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    if (outShape.size() > s)
+      outShape.erase(outShape.begin(), outShape.end() - static_cast<long>(s));
+    for (size_t i = 0; i < s; ++i) {
+      int64_t target = outShape.empty() ? in[i] * strides[i] : outShape[i];
+      int64_t total = strides[i] * (in[i] - 1) + outPad[i] + (k[i] - 1) * dil[i] + 1 - target;
+      // Python's floor division, as in the ONNX reference (total may be negative).
+      int64_t half = (total - (total < 0 ? 1 : 0)) / 2;
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? half : total - half;
+      pads[i + s] = upper ? total - half : half;
+    }
+  } else if (autoPad == "VALID") {
+    pads.assign(2 * s, 0);
+  }
+  // x with stride-1 zeros after each element: [N, C, d0, 1, d1, 1, ...] padded to
+  // [N, C, d0, s0, d1, s1, ...], reshaped to [N, C, d0*s0, ...].
+  Shape xd = x.type().shape();
+  Shape split{xd[0], xd[1]}, merged{xd[0], xd[1]};
+  std::vector<int64_t> zpads(2 * (2 + 2 * s), 0);
+  for (size_t i = 0; i < s; ++i) {
+    split.push_back(Dim(in[i]));
+    split.push_back(Dim(1));
+    merged.push_back(Dim(in[i] * strides[i]));
+    zpads[2 + 2 * s + 2 + 2 * i + 1] = strides[i] - 1;
+  }
+  KILN_TRY(Val xs, reshapeTo(c, x, split));
+  Attrs za;
+  za.set("pads", zpads);
+  za.set("mode", std::string("constant"));
+  za.set("value", 0.0);
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v != 1; })) {
+    KILN_TRY(xs, c.op(OpKind::Pad, {xs}, std::move(za)));
+  }
+  KILN_TRY(xs, reshapeTo(c, xs, merged));
+  std::vector<int64_t> bpads(2 * (2 + s), 0);
+  for (size_t i = 0; i < s; ++i) {
+    int64_t edge = dil[i] * (k[i] - 1);
+    bpads[2 + i] = edge - pads[i];
+    bpads[2 + s + 2 + i] = edge - pads[i + s] + outPad[i] - (strides[i] - 1);
+  }
+  Attrs pa;
+  pa.set("pads", bpads);
+  pa.set("mode", std::string("constant"));
+  pa.set("value", 0.0);
+  KILN_TRY(xs, c.op(OpKind::Pad, {xs}, std::move(pa)));
+
+  // w: [Cin, Cout/g, k...] flipped spatially, regrouped to [Cout, Cin/g, k...].
+  std::vector<int64_t> starts, ends, axes, steps;
+  for (size_t i = 0; i < s; ++i) {
+    starts.push_back(-1);
+    ends.push_back(std::numeric_limits<int64_t>::min());
+    axes.push_back(static_cast<int64_t>(i + 2));
+    steps.push_back(-1);
+  }
+  Attrs sa;
+  sa.set("starts", starts);
+  sa.set("ends", ends);
+  sa.set("axes", axes);
+  sa.set("steps", steps);
+  KILN_TRY(Val wf, c.op(OpKind::Slice, {w}, std::move(sa)));
+  const Dim &cinD = w.type().dim(0), &coutgD = w.type().dim(1);
+  if (!cinD.isStatic() || !coutgD.isStatic()) return c.err("W's channel dims must be static");
+  int64_t cin = cinD.value(), coutg = coutgD.value();
+  if (group <= 0 || cin % group != 0) return c.err("group does not divide the input channels");
+  Shape g5{Dim(group), Dim(cin / group), Dim(coutg)};
+  Shape g3{Dim(coutg * group), Dim(cin / group)};
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t i = 0; i < s; ++i) {
+    g5.push_back(Dim(k[i]));
+    g3.push_back(Dim(k[i]));
+    perm.push_back(static_cast<int64_t>(i + 3));
+  }
+  KILN_TRY(wf, reshapeTo(c, wf, g5));
+  KILN_TRY(wf, transpose(c, wf, perm));
+  KILN_TRY(wf, reshapeTo(c, wf, g3));
+  Attrs a;
+  a.set("strides", std::vector<int64_t>(s, 1));
+  a.set("pads", std::vector<int64_t>(2 * s, 0));
+  a.set("dilations", dil);
+  a.set("group", group);
+  std::vector<Val> ops{xs, wf};
+  if (c.hasInput(2)) {
+    KILN_TRY(Val b, c.input(2));
+    ops.push_back(b);
+  }
+  KILN_TRY(Val y, c.op(OpKind::Conv, ops, std::move(a)));
+  c.setOutput(0, y);
+  return ok();
+}
+
+Status poolOp(Ctx& c, bool isMax) {
+  KILN_TRY(Val x, c.input(0));
+  if (x.rank() < 3) return c.err("needs rank >= 3");
+  if (c.numOutputs() > 1 && !c.node().output(1).empty())
+    return c.err("the Indices output of MaxPool is not supported");
+  KILN_TRY(auto k, c.attrInts("kernel_shape"));
+  KILN_TRY(Window win, window(c, x, k));
+  KILN_TRY(int64_t ceil, c.attrInt("ceil_mode", 0));
+  Attrs a;
+  a.set("kernel", win.kernel);
+  a.set("strides", win.strides);
+  a.set("pads", win.pads);
+  a.set("ceil_mode", ceil);
+  if (isMax) {
+    a.set("dilations", win.dilations);
+  } else {
+    for (int64_t d : win.dilations)
+      if (d != 1) return c.err("AveragePool with dilations is not supported");
+    KILN_TRY(int64_t include, c.attrInt("count_include_pad", 0));
+    a.set("count_include_pad", include);
+  }
+  KILN_TRY(Val y, c.op(isMax ? OpKind::MaxPool : OpKind::AvgPool, {x}, std::move(a)));
+  c.setOutput(0, y);
+  return ok();
+}
+
+Status globalPool(Ctx& c, OpKind k) {
+  KILN_TRY(Val x, c.input(0));
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+  KILN_TRY(Val y, c.op(k, {x}, axesAttrs(axes, true)));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// A per-channel parameter [C] reshaped to [C, 1, ...] to broadcast against N x C x spatial.
+Result<Val> perChannel(Ctx& c, const Val& p, int64_t rank) {
+  Shape s{p.type().dim(0)};
+  for (int64_t i = 2; i < rank; ++i) s.push_back(Dim(1));
+  return reshapeTo(c, p, s);
+}
+
+Status batchNormOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(double eps, c.attrFloat("epsilon", 1e-5));
+  KILN_TRY(int64_t training, c.attrInt("training_mode", 0));
+  KILN_TRY(int64_t spatial, c.attrInt("spatial", 1));
+  if (training) return c.err("training_mode=1 is not supported (inference only)");
+  if (!spatial) return c.err("spatial=0 is not supported");
+  std::vector<Val> p;
+  for (size_t i = 1; i <= 4; ++i) {
+    KILN_TRY(Val v, c.input(i));
+    if (v.rank() != 1) return c.err("scale, B, mean and var must be 1-D");
+    KILN_TRY(v, perChannel(c, v, x.rank()));
+    p.push_back(v);
+  }
+  // y = (x - mean) * (scale / sqrt(var + eps)) + B
+  KILN_TRY(Val var, c.op(OpKind::Add, {p[3], c.scalar(p[3].elem(), eps)}));
+  KILN_TRY(Val rs, c.op(OpKind::Rsqrt, {var}));
+  KILN_TRY(Val f, c.op(OpKind::Mul, {p[0], rs}));
+  KILN_TRY(Val d, c.op(OpKind::Sub, {x, p[2]}));
+  KILN_TRY(Val y, c.op(OpKind::Mul, {d, f}));
+  KILN_TRY(y, c.op(OpKind::Add, {y, p[1]}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// (x - mean) / sqrt(var + eps) over `axes`, with the mean and 1/sqrt(var + eps) as well.
+struct Normalized {
+  Val y, mean, invStd;
+};
+Result<Normalized> normalize(Ctx& c, const Val& x, const std::vector<int64_t>& axes, double eps) {
+  Normalized n;
+  KILN_TRY(n.mean, c.op(OpKind::ReduceMean, {x}, axesAttrs(axes, true)));
+  KILN_TRY(Val d, c.op(OpKind::Sub, {x, n.mean}));
+  KILN_TRY(Val sq, c.op(OpKind::Mul, {d, d}));
+  KILN_TRY(Val var, c.op(OpKind::ReduceMean, {sq}, axesAttrs(axes, true)));
+  KILN_TRY(var, c.op(OpKind::Add, {var, c.scalar(x.elem(), eps)}));
+  KILN_TRY(n.invStd, c.op(OpKind::Rsqrt, {var}));
+  KILN_TRY(n.y, c.op(OpKind::Mul, {d, n.invStd}));
+  return n;
+}
+
+Status instanceNormOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val scale, c.input(1));
+  KILN_TRY(Val bias, c.input(2));
+  KILN_TRY(double eps, c.attrFloat("epsilon", 1e-5));
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+  KILN_TRY(Normalized n, normalize(c, x, axes, eps));
+  KILN_TRY(scale, perChannel(c, scale, x.rank()));
+  KILN_TRY(bias, perChannel(c, bias, x.rank()));
+  KILN_TRY(Val y, c.op(OpKind::Mul, {n.y, scale}));
+  KILN_TRY(y, c.op(OpKind::Add, {y, bias}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+Status layerNormOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(Val scale, c.input(1));
+  KILN_TRY(double eps, c.attrFloat("epsilon", 1e-5));
+  KILN_TRY(int64_t axis, c.attrInt("axis", -1));
+  KILN_TRY(axis, normAxis(c, axis, x.rank()));
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+  KILN_TRY(Normalized n, normalize(c, x, axes, eps));
+  KILN_TRY(Val y, c.op(OpKind::Mul, {n.y, scale}));
+  if (c.hasInput(2)) {
+    KILN_TRY(Val bias, c.input(2));
+    KILN_TRY(y, c.op(OpKind::Add, {y, bias}));
+  }
+  c.setOutput(0, y);
+  c.setOutput(1, n.mean);
+  c.setOutput(2, n.invStd);
+  return ok();
+}
+
+// (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), the ONNX function body.
+Status mvnOp(Ctx& c) {
+  KILN_TRY(Val x, c.input(0));
+  KILN_TRY(auto axes, c.attrInts("axes", {0, 2, 3}));
+  for (int64_t& a : axes) {
+    KILN_TRY(a, normAxis(c, a, x.rank()));
+  }
+  KILN_TRY(Val mean, c.op(OpKind::ReduceMean, {x}, axesAttrs(axes, true)));
+  KILN_TRY(Val sq, c.op(OpKind::Mul, {x, x}));
+  KILN_TRY(Val meanSq, c.op(OpKind::ReduceMean, {sq}, axesAttrs(axes, true)));
+  KILN_TRY(Val m2, c.op(OpKind::Mul, {mean, mean}));
+  KILN_TRY(Val var, c.op(OpKind::Sub, {meanSq, m2}));
+  KILN_TRY(Val sd, c.op(OpKind::Sqrt, {var}));
+  KILN_TRY(sd, c.op(OpKind::Add, {sd, c.scalar(x.elem(), 1e-9)}));
+  KILN_TRY(Val d, c.op(OpKind::Sub, {x, mean}));
+  KILN_TRY(Val y, c.op(OpKind::Div, {d, sd}));
+  c.setOutput(0, y);
+  return ok();
+}
+
+// Softmax-like ops: before opset 13 the input is viewed as 2-D [prod(d<axis), prod(d>=axis)]
+// (default axis 1); from 13 the op runs along one axis (default -1).
+enum class SoftKind { Softmax, LogSoftmax, Hardmax };
+
+Result<Val> hardmax(Ctx& c, const Val& x, int64_t axis) {
+  Attrs a;
+  a.set("axis", axis);
+  a.set("keepdims", int64_t(1));
+  KILN_TRY(Val am, c.op(OpKind::ArgMax, {x}, std::move(a)));
+  Attrs ia;
+  ia.set("axis", axis);
+  KILN_TRY(Val iota,
+           c.op(OpKind::Iota, {}, std::move(ia), {Type(ElemType::I64, x.type().shape())}));
+  KILN_TRY(Val eq, c.op(OpKind::Eq, {iota, am}));
+  return c.cast(eq, x.elem());
+}
+
+Status softOp(Ctx& c, SoftKind kind) {
+  KILN_TRY(Val x, c.input(0));
+  bool legacy = c.opset() < 13;
+  KILN_TRY(int64_t axis, c.attrInt("axis", legacy ? 1 : -1));
+  KILN_TRY(axis, normAxis(c, axis, x.rank()));
+  Val in = x;
+  int64_t runAxis = axis;
+  if (legacy && x.rank() > 0) {
+    SymExpr a = SymExpr::constant(1), b = SymExpr::constant(1);
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      KILN_TRY(SymExpr d, dimExpr(c, x.type(), i));
+      if (i < axis)
+        a = a * d;
+      else
+        b = b * d;
+    }
+    KILN_TRY(in, reshapeTo(c, x, {Dim(simplify(c, a)), Dim(simplify(c, b))}));
+    runAxis = 1;
+  }
+  Val y;
+  if (kind == SoftKind::Hardmax) {
+    KILN_TRY(y, hardmax(c, in, runAxis));
+  } else {
+    Attrs at;
+    at.set("axis", runAxis);
+    KILN_TRY(y, c.op(kind == SoftKind::Softmax ? OpKind::Softmax : OpKind::LogSoftmax, {in},
+                     std::move(at)));
+  }
+  KILN_TRY(y, reshapeTo(c, y, x.type().shape()));
+  c.setOutput(0, y);
+  return ok();
+}
+
+} // namespace
+
+void registerNn(Registry& r) {
+  r["MatMul"] = {matmulOp};
+  r["Gemm"] = {gemmOp};
+  r["Conv"] = {convOp};
+  r["ConvTranspose"] = {convTransposeOp};
+  r["MaxPool"] = {[](Ctx& c) { return poolOp(c, true); }};
+  r["AveragePool"] = {[](Ctx& c) { return poolOp(c, false); }};
+  r["GlobalAveragePool"] = {[](Ctx& c) { return globalPool(c, OpKind::ReduceMean); }};
+  r["GlobalMaxPool"] = {[](Ctx& c) { return globalPool(c, OpKind::ReduceMax); }};
+  r["BatchNormalization"] = {batchNormOp};
+  r["InstanceNormalization"] = {instanceNormOp};
+  r["LayerNormalization"] = {layerNormOp};
+  r["MeanVarianceNormalization"] = {mvnOp};
+  r["Softmax"] = {[](Ctx& c) { return softOp(c, SoftKind::Softmax); }};
+  r["LogSoftmax"] = {[](Ctx& c) { return softOp(c, SoftKind::LogSoftmax); }};
+  r["Hardmax"] = {[](Ctx& c) { return softOp(c, SoftKind::Hardmax); }};
+}
+
+} // namespace kiln::onnx

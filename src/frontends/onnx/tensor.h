@@ -1,0 +1,24 @@
+// ONNX element types and TensorProto data (inline or in external data files) as kiln
+// element types and HostTensors.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "frontends/onnx/onnx_proto.h"
+#include "ir/diag.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::onnx {
+
+// The kiln element type of an ONNX TensorProto::DataType, or nullopt when kiln has none.
+std::optional<ElemType> elemTypeOf(int32_t onnxType);
+std::string onnxTypeName(int32_t onnxType);
+// The ONNX TensorProto::DataType of a kiln element type.
+int32_t onnxTypeOf(ElemType t);
+
+// The tensor's data; external data resolves against `baseDir`. Errors at `loc`.
+Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
+                                   const Loc& loc);
+
+} // namespace kiln::onnx

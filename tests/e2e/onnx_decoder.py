@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""End-to-end test of the ONNX frontend with the exported Llama-style decoder.
+
+examples/onnx/llama/ holds a PyTorch export (dynamic sequence length `seq`) and PyTorch's
+logits at several lengths (examples/onnx/export_llama.py makes them). The model is imported
+once (`kiln import` -> .kir + .safetensors) and that module is run at every length; it is
+also run straight from the .onnx (`kiln run model.onnx`). Both must match PyTorch with
+rtol 1e-3, atol 1e-4. Then broken copies of the model (truncated, corrupted) must give
+`model.onnx...: error:` and exit 1, never a crash.
+
+usage: onnx_decoder.py --kiln PATH --source-root DIR
+"""
+import argparse
+import glob
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", timeout=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--source-root", required=True)
+    args = ap.parse_args()
+    model_dir = os.path.join(args.source_root, "examples", "onnx", "llama")
+    model = os.path.join(model_dir, "model.onnx")
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        kir = os.path.join(tmp, "llama.kir")
+        r = run([args.kiln, "import", model, "-o", kir])
+        if r.returncode != 0:
+            print("FAIL import:", r.stderr)
+            return 1
+        text = open(kir).read()
+        if "symbol seq in" not in text or "tensor<1x{seq}x64xf32>" not in text:
+            print("FAIL import: the sequence length is not symbolic")
+            failures += 1
+        lengths = sorted(int(p.split("_")[-1][:-4]) for p in glob.glob(os.path.join(model_dir, "ids_*.npy")))
+        if len(lengths) < 2:
+            print("FAIL: fewer than two reference lengths")
+            return 1
+        for t in lengths:
+            ids = os.path.join(model_dir, f"ids_{t}.npy")
+            want = np.load(os.path.join(model_dir, f"logits_{t}.npy"))
+            for source in (kir, model):
+                out = os.path.join(tmp, f"out_{t}.npy")
+                r = run([args.kiln, "run", source, f"--input=@{ids}", f"--output=@{out}"])
+                if r.returncode != 0:
+                    print(f"FAIL run {os.path.basename(source)} seq={t}:", r.stderr)
+                    failures += 1
+                    continue
+                got = np.load(out)
+                err = float(np.abs(got - want).max())
+                ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL)
+                print(f"{'PASS' if ok else 'FAIL'} {os.path.basename(source)} seq={t} "
+                      f"largest error {err:.3g}")
+                failures += not ok
+
+        # Broken models: a diagnostic naming the file, exit 1.
+        data = open(model, "rb").read()
+        rng = random.Random(7)
+        cases = [("truncated", data[: len(data) // 3]), ("empty", b"")]
+        for i in range(20):
+            b = bytearray(data)
+            for _ in range(8):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            cases.append((f"corrupted{i}", bytes(b)))
+        ids = os.path.join(model_dir, f"ids_{lengths[0]}.npy")
+        for name, blob in cases:
+            bad = os.path.join(tmp, "model.onnx")
+            open(bad, "wb").write(blob)
+            r = run([args.kiln, "run", bad, f"--input=@{ids}"])
+            good = r.returncode == 0 or (r.returncode == 1 and "error:" in r.stderr)
+            if not good:
+                print(f"FAIL broken model {name}: exit {r.returncode}: {r.stderr[-300:]}")
+                failures += 1
+        print(f"broken models: {len(cases)} checked")
+    print("OK" if failures == 0 else f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

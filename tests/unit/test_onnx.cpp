@@ -1,0 +1,353 @@
+// Unit tests for the ONNX importer: models built with the protobuf classes, imported from
+// bytes and run on the interpreter; dynamic shapes resolved to symbols; every kind of bad
+// input a diagnostic `m.onnx: node 'NAME' (OpType): error: ...`; and the new IR ops
+// (topk, the trigonometric family) on the interpreter.
+#include <cmath>
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+
+#include "frontends/onnx/import.h"
+#include "frontends/onnx/onnx_proto.h"
+#include "ir/builder.h"
+#include "ir/interp.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+using namespace kiln;
+namespace pb = ::onnx;
+
+namespace {
+
+// A small model builder over the generated classes.
+struct ModelBuilder {
+  pb::ModelProto m;
+  pb::GraphProto* g;
+
+  explicit ModelBuilder(int opset = 17) {
+    m.set_ir_version(8);
+    auto* id = m.add_opset_import();
+    id->set_domain("");
+    id->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("g");
+  }
+  // dims: a number >= 0 is static, -1 is the symbol `sym`.
+  void input(const std::string& name, int32_t type, const std::vector<int64_t>& dims,
+             const std::string& sym = "seq") {
+    auto* vi = g->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = shape->add_dim();
+      if (d >= 0)
+        dim->set_dim_value(d);
+      else
+        dim->set_dim_param(sym);
+    }
+  }
+  void output(const std::string& name) { g->add_output()->set_name(name); }
+  pb::NodeProto* node(const std::string& op, const std::vector<std::string>& ins,
+                      const std::vector<std::string>& outs, const std::string& name = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? outs[0] : name);
+    for (const auto& i : ins) n->add_input(i);
+    for (const auto& o : outs) n->add_output(o);
+    return n;
+  }
+  void initI64(const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(pb::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+};
+
+void attrInt(pb::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::INT);
+  a->set_i(v);
+}
+
+HostTensor F32(std::vector<int64_t> shape, const std::vector<double>& v) {
+  HostTensor t(ElemType::F32, std::move(shape));
+  for (size_t i = 0; i < v.size(); ++i) t.setF(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+std::vector<HostTensor> run(const kiln::onnx::Imported& im, const std::vector<HostTensor>& in) {
+  WeightStore w(*im.module);
+  for (const auto& [n, t] : im.weights) w.preload(n, t);
+  auto r = interpret(*im.module->funcs()[0], in, w);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  return *r;
+}
+
+std::string firstError(const Result<kiln::onnx::Imported>& r) {
+  REQUIRE_FALSE(r.ok());
+  std::string s = r.diags().list[0].str();
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("an Add model imports, verifies and runs") {
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  b.input("y", pb::TensorProto::FLOAT, {2});
+  b.node("Add", {"x", "y"}, {"z"});
+  b.output("z");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE(r.ok());
+  CHECK(verifyModule(*r->module).ok());
+  auto out = run(*r, {F32({2}, {1, 2}), F32({2}, {10, 20})});
+  CHECK(out[0].getF(0) == 11);
+  CHECK(out[0].getF(1) == 22);
+}
+
+TEST_CASE("PyTorch's Shape->Gather->Unsqueeze->Concat->Reshape chain becomes symbolic dims") {
+  // x: [1, seq, 8] -> reshape to [1, seq, 2, 4] with the shape computed from Shape(x).
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {1, -1, 8});
+  b.initI64("one", {1});
+  b.initI64("two_four", {2, 4});
+  auto* idx = b.g->add_initializer();
+  idx->set_name("i1");
+  idx->set_data_type(pb::TensorProto::INT64);
+  idx->add_int64_data(1);
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"len"});
+  b.initI64("zero_axes", {0});
+  b.node("Unsqueeze", {"len", "zero_axes"}, {"len1"});
+  attrInt(b.node("Concat", {"one", "len1", "two_four"}, {"shape"}), "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  std::string text = printModule(*r->module);
+  CHECK(text.find("symbol seq in [1, 65536]") != std::string::npos);
+  CHECK(text.find("tensor<1x{seq}x2x4xf32>") != std::string::npos);
+  for (int64_t len : {3, 7}) {
+    HostTensor x(ElemType::F32, {1, len, 8});
+    for (int64_t i = 0; i < x.numElements(); ++i) x.setF(i, double(i));
+    auto out = run(*r, {x});
+    CHECK(out[0].shape() == std::vector<int64_t>{1, len, 2, 4});
+    CHECK(out[0].getF(x.numElements() - 1) == double(x.numElements() - 1));
+  }
+}
+
+TEST_CASE("a shape that depends on data is an error naming the node") {
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {6});
+  b.input("shape", pb::TensorProto::INT64, {2});
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape_1");
+  b.output("y");
+  std::string e = firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""));
+  CHECK(e.find("m.onnx: node 'reshape_1' (Reshape): error:") == 0);
+  CHECK(e.find("depends on run-time data") != std::string::npos);
+  // Given the value, it imports.
+  kiln::onnx::ImportOptions opts;
+  opts.constantInputs["shape"] = HostTensor(ElemType::I64, {2});
+  opts.constantInputs["shape"].setI(0, 2);
+  opts.constantInputs["shape"].setI(1, 3);
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "", opts);
+  REQUIRE(r.ok());
+  CHECK(r->module->funcs()[0]->resultTypes()[0].str() == "tensor<2x3xf32>");
+}
+
+TEST_CASE("bad models are diagnostics") {
+  SUBCASE("unknown operator") {
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {2});
+    b.node("FancyOp", {"x"}, {"y"}, "n1");
+    b.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", "")) ==
+          "m.onnx: node 'n1' (FancyOp): error: operator FancyOp is not supported by kiln");
+  }
+  SUBCASE("unsupported opset") {
+    ModelBuilder b(18);
+    b.input("x", pb::TensorProto::FLOAT, {2});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: error: opset 18 is not supported") == 0);
+  }
+  SUBCASE("attribute of the wrong type") {
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {2, 3});
+    auto* n = b.node("Softmax", {"x"}, {"y"}, "sm");
+    auto* a = n->add_attribute();
+    a->set_name("axis");
+    a->set_type(pb::AttributeProto::FLOAT);
+    a->set_f(1.0f);
+    b.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", "")) ==
+          "m.onnx: node 'sm' (Softmax): error: attribute 'axis' must be INT, got FLOAT");
+  }
+  SUBCASE("missing initializer") {
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {2});
+    b.node("Add", {"x", "w"}, {"y"}, "add");
+    b.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'add' (Add): error: input 'w' is not defined") == 0);
+  }
+  SUBCASE("missing external data file") {
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {100});
+    auto* t = b.g->add_initializer();
+    t->set_name("w");
+    t->set_data_type(pb::TensorProto::FLOAT);
+    t->add_dims(100);
+    t->set_data_location(pb::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value("missing.bin");
+    b.node("Add", {"x", "w"}, {"y"});
+    b.output("y");
+    std::string e = firstError(kiln::onnx::importBytes(
+        b.bytes(), "m.onnx", std::filesystem::temp_directory_path().string()));
+    CHECK(e.find("m.onnx: initializer 'w': error: tensor 'w': cannot open external data file") ==
+          0);
+  }
+  SUBCASE("truncated and corrupted bytes") {
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {2});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    std::string bytes = b.bytes();
+    for (size_t cut = 1; cut < bytes.size(); ++cut) {
+      auto r = kiln::onnx::importBytes(bytes.substr(0, cut), "m.onnx", "");
+      if (!r.ok()) CHECK(r.diags().list[0].str().find("m.onnx") == 0);
+    }
+    CHECK(firstError(kiln::onnx::importBytes("\xff\xff\xff garbage", "m.onnx", ""))
+              .find("not a valid ONNX model") != std::string::npos);
+  }
+}
+
+TEST_CASE("initializers: small ones are constants, large ones weights") {
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {100});
+  auto* t = b.g->add_initializer();
+  t->set_name("bias.big");
+  t->set_data_type(pb::TensorProto::FLOAT);
+  t->add_dims(100);
+  for (int i = 0; i < 100; ++i) t->add_float_data(float(i));
+  b.node("Add", {"x", "bias.big"}, {"y"});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE(r.ok());
+  REQUIRE(r->weights.count("bias_big") == 1);
+  CHECK(r->module->lookupWeight("bias_big") != nullptr);
+  auto out = run(*r, {HostTensor(ElemType::F32, {100})});
+  CHECK(out[0].getF(99) == 99);
+}
+
+TEST_CASE("initializers in external data files") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-onnx-external";
+  fs::create_directories(dir);
+  std::vector<float> data(100);
+  for (int i = 0; i < 100; ++i) data[static_cast<size_t>(i)] = float(i) * 0.5f;
+  {
+    std::ofstream out(dir / "w.bin", std::ios::binary);
+    out.write("pad!", 4); // the tensor starts at offset 4
+    out.write(reinterpret_cast<const char*>(data.data()), 400);
+  }
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {100});
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(pb::TensorProto::FLOAT);
+  t->add_dims(100);
+  t->set_data_location(pb::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("w.bin");
+  kv = t->add_external_data();
+  kv->set_key("offset");
+  kv->set_value("4");
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", dir.string());
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  HostTensor ones(ElemType::F32, {100});
+  for (int i = 0; i < 100; ++i) ones.setF(i, 1);
+  auto out = run(*r, {ones});
+  CHECK(out[0].getF(10) == 5);
+  CHECK(out[0].getF(99) == 49.5);
+  // A file too short for the tensor is an error, not a read past its end.
+  kv->set_value("200");
+  CHECK(
+      firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", dir.string())).find("does not fit") !=
+      std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("dynamic Slice, Range and ConstantOfShape from Shape") {
+  // y = x[:, :n] + range(n) broadcast, n = Shape(x)[1]; z = ConstantOfShape([n]).
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::INT64, {2, -1});
+  b.initI64("i1", {1});
+  b.initI64("zero", {0});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"n1"}); // [n]
+  b.node("Slice", {"x", "zero", "n1", "i1"}, {"xs"});
+  auto* z = b.g->add_initializer();
+  z->set_name("z0");
+  z->set_data_type(pb::TensorProto::INT64);
+  z->add_int64_data(0);
+  auto* o = b.g->add_initializer();
+  o->set_name("o1");
+  o->set_data_type(pb::TensorProto::INT64);
+  o->add_int64_data(1);
+  b.node("Squeeze", {"n1", "zero"}, {"n"});
+  b.node("Range", {"z0", "n", "o1"}, {"r"});
+  b.node("Add", {"xs", "r"}, {"y"});
+  b.node("ConstantOfShape", {"n1"}, {"c"});
+  b.output("y");
+  b.output("c");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(r->module->funcs()[0]->resultTypes()[0].str() == "tensor<2x{seq}xi64>");
+  CHECK(r->module->funcs()[0]->resultTypes()[1].str() == "tensor<{seq}xf32>");
+  HostTensor x(ElemType::I64, {2, 3});
+  for (int64_t i = 0; i < 6; ++i) x.setI(i, 10 * i);
+  auto out = run(*r, {x});
+  CHECK(out[0].getI(0) == 0);
+  CHECK(out[0].getI(2) == 22);
+  CHECK(out[0].getI(5) == 52);
+  CHECK(out[1].shape() == std::vector<int64_t>{3});
+}
+
+TEST_CASE("topk and the trigonometric ops on the interpreter") {
+  Module m;
+  Func* f = m.addFunc(std::make_unique<Func>("main", Loc{}));
+  Value* x = f->addArg(Type::tensor(ElemType::F32, {5}));
+  Builder b(f);
+  Attrs a;
+  a.set("k", int64_t(3));
+  a.set("axis", int64_t(0));
+  a.set("largest", int64_t(1));
+  Op* topk = *b.create(OpKind::TopK, {x}, a);
+  Value* at = (*b.create(OpKind::Atan, {x}))->result();
+  b.createUnchecked(OpKind::Return, {topk->result(0), topk->result(1), at}, {}, {});
+  f->setResultTypes({topk->result(0)->type(), topk->result(1)->type(), at->type()});
+  REQUIRE(verifyModule(m).ok());
+  WeightStore w(m);
+  auto r = interpret(*f, {F32({5}, {1, 5, 3, 5, -1})}, w);
+  REQUIRE(r.ok());
+  CHECK((*r)[0].getF(0) == 5);
+  CHECK((*r)[0].getF(2) == 3);
+  CHECK((*r)[1].getI(0) == 1); // ties keep the lower index first
+  CHECK((*r)[1].getI(1) == 3);
+  CHECK((*r)[1].getI(2) == 2);
+  CHECK((*r)[2].getF(0) == doctest::Approx(std::atan(1.0)));
+}
