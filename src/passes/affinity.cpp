@@ -44,7 +44,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <deque>
+#include <functional>
+#include <queue>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -113,6 +114,9 @@ private:
   // ---- nodes: arguments, then ops other than `return`, in program order --------------------
 
   void number() {
+    size_t expected = f_.numArgs() + f_.numOps();
+    nodeOfValue_.reserve(expected);
+    pos_.reserve(expected);
     for (size_t i = 0; i < f_.numArgs(); ++i) {
       nodes_.push_back({f_.arg(i), nullptr, false, f_.argDevice(i)});
       nodeOfValue_[f_.arg(i)] = nodes_.size() - 1;
@@ -154,61 +158,62 @@ private:
 
   // ---- the worklist over the lattice -------------------------------------------------------
 
-  void join(size_t n, Mask m, std::deque<size_t>& work) {
+  // The rule edges, once, as arrays: forward_[n] are the nodes that join n's set (users
+  // that are not transfers), backward_[n] the free operands that join it.
+  void buildEdges() {
+    forward_.assign(nodes_.size(), {});
+    backward_.assign(nodes_.size(), {});
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      Op* op = nodes_[n].op;
+      if (!op || op->kind() == OpKind::Transfer) continue;
+      for (const Value* v : op->operands()) {
+        auto it = nodeOfValue_.find(v);
+        if (it == nodeOfValue_.end()) continue;
+        auto x = static_cast<uint32_t>(it->second);
+        forward_[x].push_back(static_cast<uint32_t>(n));
+        if (nodes_[x].free) backward_[n].push_back(x);
+      }
+    }
+  }
+
+  // Nodes are numbered in program order and the worklist pops the lowest first, so forward
+  // information sweeps down the function once and a node queued twice is processed once.
+  void join(uint32_t n, Mask m) {
     if (nodes_[n].pin || (mask_[n] | m) == mask_[n]) return;
     mask_[n] |= m;
     ++stats_.updates;
-    work.push_back(n);
+    push(n);
   }
 
-  // Users of node n's values, as nodes (skipping cheap ops, transfers' pins and return).
-  template <typename F> void forEachUserNode(size_t n, F&& fn) {
-    auto visit = [&](const Value* v) {
-      for (const Use& u : v->uses()) {
-        auto it = nodeOfOp(u.user);
-        if (it) fn(*it);
-      }
-    };
-    if (nodes_[n].arg) visit(nodes_[n].arg);
-    else
-      for (size_t r = 0; r < nodes_[n].op->numResults(); ++r) visit(nodes_[n].op->result(r));
-  }
-
-  std::optional<size_t> nodeOfOp(const Op* op) const {
-    if (op->numResults() == 0) return std::nullopt;
-    auto it = nodeOfValue_.find(op->result(0));
-    if (it == nodeOfValue_.end()) return std::nullopt;
-    return it->second;
+  void push(uint32_t n) {
+    if (queued_[n]) return;
+    queued_[n] = true;
+    work_.push(n);
   }
 
   void solve() {
-    std::deque<size_t> work;
+    buildEdges();
+    queued_.assign(nodes_.size(), false);
     for (size_t n = 0; n < nodes_.size(); ++n)
       if (nodes_[n].pin) {
         mask_[n] = bit(*nodes_[n].pin);
-        work.push_back(n);
+        push(static_cast<uint32_t>(n));
       }
     // A pinned result pulls a free value that it returns.
     if (ret_)
       for (size_t i = 0; i < ret_->numOperands(); ++i)
         if (auto d = f_.resultDevice(i)) {
           auto it = nodeOfValue_.find(ret_->operand(i));
-          if (it != nodeOfValue_.end() && nodes_[it->second].free) join(it->second, bit(*d), work);
+          if (it != nodeOfValue_.end() && nodes_[it->second].free)
+            join(static_cast<uint32_t>(it->second), bit(*d));
         }
-    while (!work.empty()) {
-      size_t n = work.front();
-      work.pop_front();
+    while (!work_.empty()) {
+      uint32_t n = work_.top();
+      work_.pop();
+      queued_[n] = false;
       Mask m = mask_[n];
-      // forward: users that are not transfers join this value's set.
-      forEachUserNode(n, [&](size_t u) {
-        if (nodes_[u].op->kind() != OpKind::Transfer) join(u, m, work);
-      });
-      // backward: free operands join this op's set.
-      if (nodes_[n].op && nodes_[n].op->kind() != OpKind::Transfer)
-        for (const Value* v : nodes_[n].op->operands()) {
-          auto it = nodeOfValue_.find(v);
-          if (it != nodeOfValue_.end() && nodes_[it->second].free) join(it->second, m, work);
-        }
+      for (uint32_t u : forward_[n]) join(u, m);
+      for (uint32_t x : backward_[n]) join(x, m);
     }
   }
 
@@ -462,6 +467,9 @@ private:
   std::vector<Op*> cheapOrder_;
   std::unordered_map<const Op*, size_t> pos_; // program order of the input's ops
   std::vector<Mask> mask_;
+  std::vector<std::vector<uint32_t>> forward_, backward_;
+  std::vector<bool> queued_;
+  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> work_;
   std::vector<size_t> device_;
   Op* ret_ = nullptr;
   std::map<DeviceTarget, Op*> clones_;
