@@ -123,6 +123,74 @@ Result<int> parsePartitionSpec(const std::string& spec) {
   return std::stoi(n);
 }
 
+namespace {
+
+// Cut positions are indices into `work` (a cut at p ends a stage before work[p]). For each
+// p, the bytes of values that would cross it: defined before p and used at or after p.
+std::vector<int64_t> crossingBytes(const Module& m, const Func& f, const std::vector<Op*>& work) {
+  std::unordered_map<const Op*, size_t> index;
+  for (size_t i = 0; i < work.size(); ++i) index[work[i]] = i;
+  std::vector<int64_t> delta(work.size() + 2, 0);
+  auto interval = [&](const Value* v, size_t from) {
+    size_t last = from;
+    bool used = false;
+    for (const Use& u : v->uses()) {
+      size_t at = u.user->has(kTerminator) ? work.size() : index.count(u.user) ? index[u.user] : 0;
+      if (at >= from) last = std::max(last, at), used = true;
+    }
+    if (!used || last <= from) return;
+    int64_t bytes = valueBytes(*v, m.symbols());
+    delta[from + 1] += bytes; // crosses cuts from+1 .. last
+    delta[last + 1] -= bytes;
+  };
+  // An argument counts as defined before work[0]: it crosses every cut before its last use.
+  for (size_t i = 0; i < f.numArgs(); ++i) interval(f.arg(i), 0);
+  for (size_t i = 0; i < work.size(); ++i)
+    for (size_t r = 0; r < work[i]->numResults(); ++r) interval(work[i]->result(r), i);
+  std::vector<int64_t> cross(work.size() + 1, 0);
+  int64_t run = 0;
+  for (size_t p = 0; p <= work.size(); ++p) cross[p] = run += delta[p];
+  return cross;
+}
+
+// Pins `f`'s unpinned, not-cheap ops to stages. Each boundary goes near its balanced point
+// (k/stages of the total cost): among the cuts whose cost before them lies within a
+// quarter stage of it, the one that moves the fewest bytes wins (in a transformer, the
+// end of a block, where only the hidden state is live), then the most balanced.
+void partitionFunc(const Module& m, Func& f, int stages) {
+  std::vector<Op*> work;
+  std::vector<double> before = {0}; // cost of work[0..p)
+  for (const auto& op : f.ops()) {
+    if (op->has(kTerminator) || op->device() || isCheapToClone(*op)) continue;
+    work.push_back(op.get());
+    before.push_back(before.back() + static_cast<double>(balanceCost(opCost(*op, m.symbols()))));
+  }
+  double total = before.back();
+  std::vector<int64_t> cross = crossingBytes(m, f, work);
+  std::vector<size_t> cuts = {0};
+  for (int k = 1; k < stages; ++k) {
+    double target = total * k / stages;
+    double slack = total / stages / 4;
+    size_t best = cuts.back();
+    bool found = false;
+    for (size_t p = cuts.back(); p <= work.size(); ++p) {
+      if (before[p] < target - slack) continue;
+      if (before[p] > target + slack) break;
+      auto key = [&](size_t q) { return std::make_pair(cross[q], std::abs(before[q] - target)); };
+      if (!found || key(p) < key(best)) best = p, found = true;
+    }
+    if (!found) // no cut within the slack (one huge op): the nearest one
+      for (size_t p = cuts.back(); p <= work.size(); ++p)
+        if (std::abs(before[p] - target) < std::abs(before[best] - target)) best = p;
+    cuts.push_back(best);
+  }
+  cuts.push_back(work.size());
+  for (size_t s = 0; s + 1 < cuts.size(); ++s)
+    for (size_t i = cuts[s]; i < cuts[s + 1]; ++i) work[i]->setDevice(m.devices()[s].target);
+}
+
+} // namespace
+
 Status partitionPipeline(Module& m, int stages) {
   if (stages < 1 || static_cast<size_t>(stages) > m.devices().size()) {
     std::string msg = "--partition=pipeline:" + std::to_string(stages) + " needs " +
@@ -136,27 +204,7 @@ Status partitionPipeline(Module& m, int stages) {
     }
     return error(Loc::named("--partition=pipeline:" + std::to_string(stages)), msg);
   }
-  for (const auto& f : m.funcs()) {
-    std::vector<Op*> work;
-    std::vector<double> cost;
-    double total = 0;
-    for (const auto& op : f->ops()) {
-      if (op->has(kTerminator) || op->device() || isCheapToClone(*op)) continue;
-      work.push_back(op.get());
-      cost.push_back(static_cast<double>(balanceCost(opCost(*op, m.symbols()))));
-      total += cost.back();
-    }
-    // Op i goes to the stage its cost's midpoint falls in: stages are contiguous and each
-    // holds about total / stages.
-    double before = 0;
-    for (size_t i = 0; i < work.size(); ++i) {
-      double mid = before + cost[i] / 2;
-      before += cost[i];
-      int s = total > 0 ? static_cast<int>(std::floor(mid * stages / total)) : 0;
-      s = std::clamp(s, 0, stages - 1);
-      work[i]->setDevice(m.devices()[static_cast<size_t>(s)].target);
-    }
-  }
+  for (const auto& f : m.funcs()) partitionFunc(m, *f, stages);
   return ok();
 }
 

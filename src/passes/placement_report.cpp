@@ -96,7 +96,9 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
       int64_t b = valueBytes(*v, syms);
       ++numTransfers;
       transferBytes += b;
-      transfers += "  " + names[v] + " : " + v->type().str() + "  " + std::to_string(b) +
+      std::string from = v->isArg() ? "argument" : std::string(v->def()->name());
+      transfers += "  " + names[v] + " (" + from + ") : " + v->type().str() + "  " +
+                   std::to_string(b) +
                    " bytes  " + deviceOf(v)->str() + " -> " + op->device()->str() + "\n";
     }
     // Operands whose last use this was are freed (parameters stay resident).
