@@ -128,10 +128,17 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
 const char* const kPalette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
                                  "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
 
-std::string dotQuote(const std::string& s) {
-  std::string q = "\"";
+std::string dotEscape(const std::string& s) {
+  std::string q;
   for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return q + "\"";
+  return q;
+}
+
+std::string dotQuote(const std::string& s) { return "\"" + dotEscape(s) + "\""; }
+
+// A two-line label: what the node is, and its device.
+std::string dotLabel(const std::string& what, const DeviceTarget& d) {
+  return "\"" + dotEscape(what) + "\\n" + d.str() + "\"";
 }
 
 } // namespace
@@ -158,7 +165,7 @@ Result<std::string> placementDot(const Module& m) {
     for (size_t i = 0; i < f->numArgs(); ++i) {
       std::string id = "a" + std::to_string(i);
       node[f->arg(i)] = id;
-      out += "  " + id + " [label=" + dotQuote(names[f->arg(i)] + "\n" + f->argDevice(i)->str()) +
+      out += "  " + id + " [label=" + dotLabel(names[f->arg(i)], *f->argDevice(i)) +
              ", fillcolor=" + dotQuote(colour(f->argDevice(i))) + ", shape=ellipse];\n";
     }
     size_t n = 0;
@@ -170,7 +177,7 @@ Result<std::string> placementDot(const Module& m) {
       if (op->has(kTerminator)) {
         out += "  " + id + " [label=\"return\", style=solid];\n";
       } else {
-        out += "  " + id + " [label=" + dotQuote(label + "\n" + op->device()->str()) +
+        out += "  " + id + " [label=" + dotLabel(label, *op->device()) +
                ", fillcolor=" + dotQuote(colour(op->device())) + "];\n";
       }
       for (const Value* v : op->operands())
