@@ -128,8 +128,18 @@ private:
         continue;
       }
       // Operands come first, so their cheapness is already known.
+      auto isCheap = [&](const Value* v) { return !v->isArg() && cheapOps_.count(v->def()); };
+      if (op->kind() == OpKind::Transfer && isCheap(op->operand(0))) {
+        // A cheap value is never transferred: the transfer's users read it directly and
+        // get their own clone.
+        op->result()->replaceAllUsesWith(op->operand(0));
+        pos_.erase(op);
+        f_.erase(op);
+        ++stats_.removedTransfers;
+        continue;
+      }
       bool cheap = op->has(kCheapToClone) || op->has(kView);
-      for (const Value* v : op->operands()) cheap = cheap && !v->isArg() && cheapOps_.count(v->def());
+      for (const Value* v : op->operands()) cheap = cheap && isCheap(v);
       if (cheap) {
         cheapOps_.insert({op, true});
         cheapOrder_.push_back(op);
@@ -276,15 +286,7 @@ private:
   void cloneToConsumers() {
     for (auto it = cheapOrder_.rbegin(); it != cheapOrder_.rend(); ++it) {
       Op* op = *it;
-      // A transfer of a cheap value is a clone on the transfer's device instead.
-      for (const Use& u : std::vector<Use>(op->result()->uses()))
-        if (u.user->kind() == OpKind::Transfer) {
-          Op* t = u.user;
-          Value* copy = cloneOn(op, *t->device());
-          t->result()->replaceAllUsesWith(copy);
-          eraseTransfer(t);
-          ++stats_.removedTransfers;
-        }
+      // Every use says where it needs the value.
       std::vector<DeviceTarget> needed;
       for (size_t r = 0; r < op->numResults(); ++r)
         for (const Use& u : op->result(r)->uses())
@@ -297,9 +299,12 @@ private:
       clones_[*op->device()] = op;
       for (const DeviceTarget& d : needed) cloneOn(op, d);
       for (size_t r = 0; r < op->numResults(); ++r)
-        for (const Use& u : std::vector<Use>(op->result(r)->uses()))
-          if (auto d = neededAt(u); d && *d != *op->device())
-            u.user->setOperand(u.operandIndex, clones_.at(*d)->result(r));
+        for (const Use& u : std::vector<Use>(op->result(r)->uses())) {
+          std::optional<DeviceTarget> d = neededAt(u);
+          if (!d) continue;
+          Value* copy = clones_.at(*d)->result(r);
+          if (copy != op->result(r)) u.user->setOperand(u.operandIndex, copy);
+        }
       // A pinned original that no consumer on its device needs is dead; drop it.
       bool used = false;
       for (size_t r = 0; r < op->numResults(); ++r) used = used || op->result(r)->hasUses();
@@ -307,7 +312,7 @@ private:
     }
   }
 
-  // The copy of cheap op `op` on device d (made once, placed just after `op`).
+  // The copy of cheap op `op` on device d (made once, placed just before `op`).
   Value* cloneOn(Op* op, const DeviceTarget& d) {
     if (op->device() && *op->device() == d) return op->result();
     auto it = clones_.find(d);
@@ -338,13 +343,8 @@ private:
         for (size_t r = 0; r < node.op->numResults(); ++r) values.push_back(node.op->result(r));
       for (Value* v : values) {
         std::map<DeviceTarget, Op*> to; // existing or new transfer per target
-        std::vector<Use> cross;
         for (const Use& u : std::vector<Use>(v->uses())) {
-          if (u.user->kind() != OpKind::Transfer) {
-            std::optional<DeviceTarget> need = neededAt(u);
-            if (need && *need != home) cross.push_back(u);
-            continue;
-          }
+          if (u.user->kind() != OpKind::Transfer) continue;
           Op* t = u.user;
           if (*t->device() == home) {
             t->result()->replaceAllUsesWith(v);
@@ -363,6 +363,12 @@ private:
           eraseTransfer(t);
           ++stats_.mergedTransfers;
         }
+        // Removed and merged transfers handed their users over: look at the uses afresh.
+        std::vector<Use> cross;
+        for (const Use& u : v->uses())
+          if (u.user->kind() != OpKind::Transfer)
+            if (std::optional<DeviceTarget> need = neededAt(u); need && *need != home)
+              cross.push_back(u);
         if (cross.empty()) continue;
         if (!opts_.allowTransfers) {
           conflicts.add(conflict(node, v, home, cross));

@@ -3,7 +3,8 @@
 //
 // For each seed: a program from the generator, 1 to 8 declared devices (ref[0..]), and
 // a random placement: each op, argument and result is pinned to a random device with
-// probability 1/3. Then
+// probability 1/3.
+// Some operands are read through `transfer` ops written in the input. Then
 //   1. affinity succeeds and verifyModule + verifyPlacement hold;
 //   2. no cheap-to-clone value is ever the operand of a transfer;
 //   3. the reference interpreter gives bit-identical results (transfer is the identity,
@@ -58,6 +59,25 @@ void randomPins(kiln::Module& m, std::mt19937_64& rng, int devices, int percent)
   }
 }
 
+// Reads some operands through transfers written in the input (sometimes twice to the same
+// device, sometimes to where the value already is, sometimes of constants), so that
+// affinity's merging, removal and clone-instead-of-transfer paths run too.
+void randomTransfers(kiln::Module& m, std::mt19937_64& rng, int devices) {
+  for (const auto& f : m.funcs())
+    for (kiln::Op* op : f->opsSnapshot()) {
+      if (op->numOperands() == 0 || rng() % 10 != 0) continue;
+      size_t i = rng() % op->numOperands();
+      kiln::DeviceTarget to{"ref", static_cast<int64_t>(rng() % static_cast<uint64_t>(devices))};
+      kiln::Attrs a;
+      a.set("to", to.str());
+      kiln::Builder b(f.get(), op);
+      kiln::Value* v = op->operand(i);
+      kiln::Op* t = b.createUnchecked(kiln::OpKind::Transfer, {v}, a, {v->type()});
+      if (rng() % 2) t->setDevice(to);
+      op->setOperand(i, t->result());
+    }
+}
+
 std::optional<std::string> check(uint64_t seed, int ops) {
   kiln::graphgen::Options opts{seed, ops, seed % 3 == 0};
   auto program = kiln::graphgen::generate(opts);
@@ -79,6 +99,7 @@ std::optional<std::string> check(uint64_t seed, int ops) {
   int devices = 1 + static_cast<int>(rng() % 8);
   declareDevices(m, devices);
   randomPins(m, rng, devices, 33);
+  randomTransfers(m, rng, devices);
   std::string pinned = kiln::printModule(m);
   auto placed = kiln::runAffinity(m);
   if (!placed.ok()) return "affinity failed on\n" + pinned + "\n" + placed.diags().str();
