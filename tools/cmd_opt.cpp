@@ -98,10 +98,9 @@ int runOpt(const std::vector<std::string>& args) {
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
   if (a.has("emit") && a.get("emit") != "placement-dot")
-    return fail(
-        error(Loc{}, "--emit takes only 'placement-dot', got '" + a.get("emit") + "'"));
-  bool place = a.has("place") || stages || a.has("no-transfers") || a.has("report") ||
-               a.has("emit");
+    return fail(error(Loc{}, "--emit takes only 'placement-dot', got '" + a.get("emit") + "'"));
+  bool place =
+      a.has("place") || stages || a.has("no-transfers") || a.has("report") || a.has("emit");
 
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());

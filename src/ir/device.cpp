@@ -22,8 +22,8 @@ Result<DeviceTarget> parseDeviceTarget(std::string_view text, const Loc& where) 
     isKnown = isKnown || k == kind;
   }
   if (!isKnown)
-    return error(where, "unknown device kind '" + std::string(kind) + "' in '" +
-                            std::string(text) + "' (kinds: " + known + "; write KIND[ORDINAL])");
+    return error(where, "unknown device kind '" + std::string(kind) + "' in '" + std::string(text) +
+                            "' (kinds: " + known + "; write KIND[ORDINAL])");
   DeviceTarget t{std::string(kind), 0};
   if (kind.size() == text.size()) return t;
   std::string_view rest = text.substr(kind.size());

@@ -263,7 +263,8 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
   if (!weights.empty()) sections.push_back(std::move(weights));
   std::string devices;
   for (const DeviceDecl& d : m.devices())
-    devices += "device " + (d.name.empty() ? "" : globalName(d.name) + " = ") + d.target.str() + "\n";
+    devices +=
+        "device " + (d.name.empty() ? "" : globalName(d.name) + " = ") + d.target.str() + "\n";
   if (!devices.empty()) sections.push_back(std::move(devices));
   for (const auto& f : m.funcs()) sections.push_back(printFunc(*f, opts));
   std::string out;

@@ -322,8 +322,8 @@ Status verifyPlacement(const Module& m) {
     std::string fn = "@" + f->name();
     for (size_t i = 0; i < f->numArgs(); ++i)
       if (!inDecl(f->argDevice(i)))
-        diags.add(error(f->loc(), "argument " + std::to_string(i) + " of " + fn +
-                                      " has no declared device"));
+        diags.add(error(f->loc(),
+                        "argument " + std::to_string(i) + " of " + fn + " has no declared device"));
     for (size_t i = 0; i < f->resultTypes().size(); ++i)
       if (!inDecl(f->resultDevice(i)))
         diags.add(error(f->loc(),
@@ -332,8 +332,8 @@ Status verifyPlacement(const Module& m) {
       if (op->has(kTerminator)) {
         for (size_t i = 0; i < op->numOperands(); ++i)
           if (deviceOf(op->operand(i)) != f->resultDevice(i))
-            opError(*op, "result " + std::to_string(i) + " of " + fn +
-                             " is not on its declared device");
+            opError(*op,
+                    "result " + std::to_string(i) + " of " + fn + " is not on its declared device");
         continue;
       }
       if (!inDecl(op->device())) {

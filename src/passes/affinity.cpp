@@ -45,8 +45,8 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
-#include <queue>
 #include <map>
+#include <queue>
 #include <set>
 #include <unordered_map>
 
@@ -155,7 +155,8 @@ private:
         // Free: no operand that is a node (an argument, or an op over cheap values only).
         node.free = true;
         if (node.op)
-          for (const Value* v : node.op->operands()) node.free = node.free && !nodeOfValue_.count(v);
+          for (const Value* v : node.op->operands())
+            node.free = node.free && !nodeOfValue_.count(v);
       }
     }
   }
@@ -254,8 +255,10 @@ private:
         if ((candidates >> d) & 1)
           if (!found || bytes[d] > bytes[best]) best = d, found = true;
       device_[n] = best;
-      if (node.arg) f_.setArgDevice(node.arg->index(), devices_[best]);
-      else node.op->setDevice(devices_[best]);
+      if (node.arg)
+        f_.setArgDevice(node.arg->index(), devices_[best]);
+      else
+        node.op->setDevice(devices_[best]);
     }
   }
 
@@ -272,7 +275,8 @@ private:
   void placeResults() {
     if (!ret_) return;
     for (size_t i = 0; i < ret_->numOperands(); ++i)
-      if (!f_.resultDevice(i)) f_.setResultDevice(i, placed(ret_->operand(i)).value_or(devices_[0]));
+      if (!f_.resultDevice(i))
+        f_.setResultDevice(i, placed(ret_->operand(i)).value_or(devices_[0]));
   }
 
   // Where a use needs its value: the user's device, a result's device, a transfer's target.
@@ -290,7 +294,8 @@ private:
       std::vector<DeviceTarget> needed;
       for (size_t r = 0; r < op->numResults(); ++r)
         for (const Use& u : op->result(r)->uses())
-          if (auto d = neededAt(u); d && std::find(needed.begin(), needed.end(), *d) == needed.end())
+          if (auto d = neededAt(u);
+              d && std::find(needed.begin(), needed.end(), *d) == needed.end())
             needed.push_back(*d);
       std::sort(needed.begin(), needed.end(),
                 [&](const DeviceTarget& a, const DeviceTarget& b) { return bit(a) < bit(b); });
@@ -338,7 +343,8 @@ private:
       if (node.op && erasedTransfers_.count(node.op)) continue;
       DeviceTarget home = devices_[device_[n]];
       std::vector<Value*> values;
-      if (node.arg) values.push_back(node.arg);
+      if (node.arg)
+        values.push_back(node.arg);
       else
         for (size_t r = 0; r < node.op->numResults(); ++r) values.push_back(node.op->result(r));
       for (Value* v : values) {
@@ -423,11 +429,10 @@ private:
     for (const Use& u : cross) {
       if (u.user->has(kTerminator))
         d.notes.push_back(note(f_.loc(), "consumer: result " + std::to_string(u.operandIndex) +
-                                             " of @" + f_.name() + " on " +
-                                             neededAt(u)->str()));
+                                             " of @" + f_.name() + " on " + neededAt(u)->str()));
       else
-        d.notes.push_back(note(u.user->loc(), "consumer on " + neededAt(u)->str() + ": " +
-                                                  printOp(*u.user)));
+        d.notes.push_back(
+            note(u.user->loc(), "consumer on " + neededAt(u)->str() + ": " + printOp(*u.user)));
     }
     return d;
   }
@@ -444,16 +449,16 @@ private:
         continue;
       }
       if (op->device() && *op->device() != *t) {
-        Diag d = error(op->loc(), "transfer " + valueName(op->result()) + " is pinned to two devices: " +
-                                      op->device()->str() + " (its `on`) and " + t->str() +
-                                      " (its `to`)");
+        Diag d = error(op->loc(), "transfer " + valueName(op->result()) +
+                                      " is pinned to two devices: " + op->device()->str() +
+                                      " (its `on`) and " + t->str() + " (its `to`)");
         d.notes.push_back(note(op->loc(), "in: " + printOp(*op)));
         diags.add(std::move(d));
         continue;
       }
       if (!bit(*t)) {
-        diags.add(error(op->loc(), "transfer to undeclared device " + t->str() + "; add --device=" +
-                                       t->str()));
+        diags.add(error(op->loc(), "transfer to undeclared device " + t->str() +
+                                       "; add --device=" + t->str()));
         continue;
       }
       op->setDevice(*t);

@@ -98,8 +98,8 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
       transferBytes += b;
       std::string from = v->isArg() ? "argument" : std::string(v->def()->name());
       transfers += "  " + names[v] + " (" + from + ") : " + v->type().str() + "  " +
-                   std::to_string(b) +
-                   " bytes  " + deviceOf(v)->str() + " -> " + op->device()->str() + "\n";
+                   std::to_string(b) + " bytes  " + deviceOf(v)->str() + " -> " +
+                   op->device()->str() + "\n";
     }
     // Operands whose last use this was are freed (parameters stay resident).
     for (const Value* v : op->operands())
@@ -126,7 +126,7 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
 }
 
 const char* const kPalette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
-                                 "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
+                                "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
 
 std::string dotEscape(const std::string& s) {
   std::string q;
@@ -158,7 +158,8 @@ Result<std::string> placementDot(const Module& m) {
     std::unordered_map<const Value*, std::string> node;
     out += "digraph " + dotQuote(f->name()) + " {\n  node [shape=box, style=filled];\n";
     for (size_t i = 0; i < m.devices().size(); ++i)
-      out += "  // " + m.devices()[i].target.str() + ": " + kPalette[i % std::size(kPalette)] + "\n";
+      out +=
+          "  // " + m.devices()[i].target.str() + ": " + kPalette[i % std::size(kPalette)] + "\n";
     auto colour = [&](const std::optional<DeviceTarget>& d) {
       return kPalette[deviceIndex(m, *d) % std::size(kPalette)];
     };

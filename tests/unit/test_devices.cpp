@@ -42,8 +42,8 @@ TEST_CASE("device targets parse as KIND[ORDINAL] and reject everything else") {
   CHECK(t->ordinal == 7);
   CHECK(t->str() == "hip[7]");
   CHECK(parseDeviceTarget("ref", Loc{})->str() == "ref[0]");
-  for (const char* bad : {"tpu[0]", "ref[", "ref[]", "ref[-1]", "ref[1x]", "ref[99999999]",
-                          "ref1", "", "[0]", "ref[0]x"})
+  for (const char* bad : {"tpu[0]", "ref[", "ref[]", "ref[-1]", "ref[1x]", "ref[99999999]", "ref1",
+                          "", "[0]", "ref[0]x"})
     CHECK_MESSAGE(!parseDeviceTarget(bad, Loc{}).ok(), bad);
 }
 
