@@ -395,6 +395,7 @@ private:
       size_t before = pendingDevices_.size();
       KILN_CHECK(parseOn([&device](DeviceTarget t) { device = std::move(t); }));
       if (pendingDevices_.size() > before) pendingOn = before;
+      if (isIdent("on")) return error(here(), "an op runs on one device; found a second 'on'");
     }
 
     if (isIdent("loc")) {
