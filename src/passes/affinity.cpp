@@ -49,6 +49,7 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -141,7 +142,7 @@ private:
       bool cheap = op->has(kCheapToClone) || op->has(kView);
       for (const Value* v : op->operands()) cheap = cheap && isCheap(v);
       if (cheap) {
-        cheapOps_.insert({op, true});
+        cheapOps_.insert(op);
         cheapOrder_.push_back(op);
         continue;
       }
@@ -474,7 +475,7 @@ private:
   std::vector<DeviceTarget> devices_;
   std::vector<Node> nodes_;
   std::unordered_map<const Value*, size_t> nodeOfValue_;
-  std::unordered_map<const Op*, bool> cheapOps_;
+  std::unordered_set<const Op*> cheapOps_;
   std::vector<Op*> cheapOrder_;
   std::unordered_map<const Op*, size_t> pos_; // program order of the input's ops
   std::vector<Mask> mask_;
