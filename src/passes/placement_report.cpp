@@ -88,8 +88,10 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
     ++s.ops;
     s.flops += opCost(*op, syms).flops;
     for (size_t r = 0; r < op->numResults(); ++r) {
-      if (!isParameter(*op)) alloc(s, valueBytes(*op->result(r), syms));
+      if (isParameter(*op)) continue;
+      alloc(s, valueBytes(*op->result(r), syms));
       track(op->result(r));
+      if (!op->result(r)->hasUses()) s.live -= valueBytes(*op->result(r), syms); // dead
     }
     if (op->kind() == OpKind::Transfer) {
       const Value* v = op->operand(0);
@@ -102,9 +104,10 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
                    op->device()->str() + "\n";
     }
     // Operands whose last use this was are freed (parameters stay resident).
-    for (const Value* v : op->operands())
-      if (--remaining[v] == 0 && !(v->def() && isParameter(*v->def())) && !v->isArg())
-        at(deviceOf(v)).live -= valueBytes(*v, syms);
+    for (const Value* v : op->operands()) {
+      if (v->isArg() || isParameter(*v->def())) continue;
+      if (--remaining[v] == 0) at(deviceOf(v)).live -= valueBytes(*v, syms);
+    }
   }
   out += "placement of @" + f.name() + "\n";
   for (size_t i = 0; i < dev.size(); ++i) {

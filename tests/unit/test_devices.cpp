@@ -11,6 +11,7 @@
 #include "passes/cost.h"
 #include "passes/pass.h"
 #include "passes/placement.h"
+#include "passes/placement_report.h"
 
 using namespace kiln;
 
@@ -279,4 +280,30 @@ func @main(%a: tensor<{n}x32xf32>, %b: tensor<32x16xf32>) -> (tensor<{n}x16xf32>
   CHECK(c.flops == 2 * 64 * 16 * 32);
   CHECK(c.bytes == (64 * 32 + 32 * 16 + 64 * 16) * 4);
   CHECK(valueBytes(*mm.result(), m->symbols()) == 64 * 16 * 4);
+}
+
+TEST_CASE("placement report: peak memory frees values after their last use") {
+  auto m = parse(R"(device ref[0]
+func @main(%x: tensor<4xf32> on ref[0]) -> (tensor<4xf32> on ref[0]) {
+  %c = constant {value = dense<1.0> : tensor<4xf32>} : tensor<4xf32> on ref[0]
+  %0 = add %x, %c : tensor<4xf32> on ref[0]
+  %1 = exp %0 : tensor<4xf32> on ref[0]
+  %2 = neg %1 : tensor<4xf32> on ref[0]
+  return %2
+}
+)");
+  auto report = placementReport(*m);
+  REQUIRE_MESSAGE(report.ok(), report.diags().str());
+  // x and c are resident (32), %0 (48), %1 while %0 is live (64), then %0 goes, %2 (64).
+  CHECK(report->find("device ref[0]: 4 ops, 12 flops, 16 weight bytes, peak memory 64 bytes") !=
+        std::string::npos);
+  CHECK(report->find("transfers: 0 (0 bytes)") != std::string::npos);
+  CHECK(report->find("constant at t.kir:3:3  16 bytes  on ref[0]\n") != std::string::npos);
+  auto dot = placementDot(*m);
+  REQUIRE(dot.ok());
+  CHECK(dot->find("n1 [label=\"%1 = add\\nref[0]\", fillcolor=\"#8dd3c7\"];") != std::string::npos);
+  // Unplaced modules are refused.
+  auto raw =
+      parse("device ref[0]\nfunc @f(%x: tensor<4xf32>) -> (tensor<4xf32>) {\n  return %x\n}\n");
+  CHECK(!placementReport(*raw).ok());
 }
