@@ -4,7 +4,10 @@
 #include "cli.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/affinity.h"
 #include "passes/pass_manager.h"
+#include "passes/placement.h"
+#include "passes/placement_report.h"
 
 namespace kiln::cli {
 
@@ -19,6 +22,19 @@ the result and prints it.
   --verify-each         verify after every pass, naming the pass that broke the IR
   --time-passes         print each pass's time to stderr at the end
   --print-locs          print each op's source location as loc(...)
+
+Devices and placement (docs/devices.md):
+  --device=KIND[N]      declare a device target: ref[0], cpu[0], vulkan[1], hip[7]
+                        (repeatable; the module's `device` lines count too)
+  --devices=auto        declare every device the program references
+  --place=PATTERN=DEV   pin ops whose name, value name, node name or weight name
+                        matches the glob PATTERN to device DEV (repeatable)
+  --partition=pipeline:N  split the graph into N stages over the first N devices
+  --no-transfers        a value needed on another device is an error, not a transfer
+  --report=placement    print the placement report instead of the module
+  --emit=placement-dot  print a Graphviz graph coloured by device instead of the module
+  Any of --place, --partition, --no-transfers, --report, --emit runs affinity after
+  the --pass pipeline.
   -o, --output=FILE     write the module to FILE instead of stdout
   -h, --help            show this help
 )";
@@ -32,6 +48,13 @@ int runOpt(const std::vector<std::string>& args) {
       {"time-passes", false, false, ""},
       {"print-locs", false, false, ""},
       {"output", true, false, "o"},
+      {"device", true, true, ""},
+      {"devices", true, false, ""},
+      {"place", true, true, ""},
+      {"partition", true, false, ""},
+      {"no-transfers", false, false, ""},
+      {"report", true, false, ""},
+      {"emit", true, false, ""},
   };
   auto parsed = parseArgs(args, specs, "opt");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -59,15 +82,64 @@ int runOpt(const std::vector<std::string>& args) {
     if (!added.ok()) return fail(added.diags());
   }
 
+  DeviceFlags deviceFlags;
+  deviceFlags.devices = a.all("device");
+  if (a.has("devices")) {
+    if (a.get("devices") != "auto")
+      return fail(error(Loc{}, "--devices takes only 'auto', got '" + a.get("devices") + "'"));
+    deviceFlags.autoDeclare = true;
+  }
+  std::optional<int> stages;
+  if (a.has("partition")) {
+    auto parsed = parsePartitionSpec(a.get("partition"));
+    if (!parsed.ok()) return fail(parsed.diags());
+    stages = *parsed;
+  }
+  if (a.has("report") && a.get("report") != "placement")
+    return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
+  if (a.has("emit") && a.get("emit") != "placement-dot")
+    return fail(error(Loc{}, "--emit takes only 'placement-dot', got '" + a.get("emit") + "'"));
+  bool place =
+      a.has("place") || stages || a.has("no-transfers") || a.has("report") || a.has("emit");
+
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());
   Module& m = **module;
+  Status resolved = resolveDevices(m, deviceFlags);
+  if (!resolved.ok()) return fail(resolved.diags());
+  if (a.has("place")) {
+    Status placed = applyPlacement(m, a.all("place"));
+    if (!placed.ok()) return fail(placed.diags());
+  }
+  if (stages) {
+    Status split = partitionPipeline(m, *stages);
+    if (!split.ok()) return fail(split.diags());
+  }
   if (!pm.passNames().empty()) {
     // Dumps go to stderr, as in LLVM's tools, so stdout holds only the final module.
     Status ran = pm.run(m, std::cerr);
     if (!ran.ok()) return fail(ran.diags());
     Status verified = verifyModule(m);
     if (!verified.ok()) return fail(verified.diags());
+  }
+  if (place) {
+    AffinityOptions affinityOpts;
+    affinityOpts.allowTransfers = !a.has("no-transfers");
+    auto placed = runAffinity(m, affinityOpts);
+    if (!placed.ok()) return fail(placed.diags());
+    Status verified = verifyModule(m);
+    if (!verified.ok()) return fail(verified.diags());
+  }
+  std::string side;
+  if (a.has("report")) {
+    auto report = placementReport(m);
+    if (!report.ok()) return fail(report.diags());
+    side += *report;
+  }
+  if (a.has("emit")) {
+    auto dot = placementDot(m);
+    if (!dot.ok()) return fail(dot.diags());
+    side += *dot;
   }
 
   PrintOptions printOpts;
@@ -76,9 +148,10 @@ int runOpt(const std::vector<std::string>& args) {
   if (a.has("output")) {
     Status written = writeTextFile(a.get("output"), text);
     if (!written.ok()) return fail(written.diags());
-  } else {
+  } else if (side.empty()) {
     std::cout << text;
   }
+  std::cout << side;
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // kiln's embeddable C++ API: the IR (build, parse, print, verify), the reference
-// interpreter and the pass manager. Link with `pkg-config --libs kiln`.
+// interpreter, the pass manager and device placement (resolveDevices, applyPlacement,
+// partitionPipeline, runAffinity, placementReport). Link with `pkg-config --libs kiln`.
 //
 //   auto m = kiln::parseModuleFile("model.kir");          // Result<unique_ptr<Module>>
 //   if (!m.ok()) { std::cerr << m.diags().str(); return 1; }
@@ -17,4 +18,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/affinity.h"
 #include "passes/pass_manager.h"
+#include "passes/placement.h"
+#include "passes/placement_report.h"

@@ -21,6 +21,7 @@ Op* Builder::createUnchecked(OpKind kind, const std::vector<Value*>& operands, A
                              std::vector<Type> resultTypes) {
   auto op = std::make_unique<Op>(kind, std::move(resultTypes), std::move(attrs), loc_);
   for (Value* v : operands) op->addOperand(v);
+  op->setDevice(device_);
   return func_->insert(std::move(op), before_);
 }
 

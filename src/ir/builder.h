@@ -17,6 +17,8 @@ public:
 
   void setInsertionPoint(Op* before) { before_ = before; }
   void setLoc(Loc loc) { loc_ = std::move(loc); }
+  // Device of the ops created from now on (unset: none).
+  void setDevice(std::optional<DeviceTarget> d) { device_ = std::move(d); }
   Func* func() const { return func_; }
 
   // Generic creation with inferred result types. Ops whose result type cannot be inferred
@@ -36,6 +38,7 @@ private:
   Func* func_;
   Op* before_;
   Loc loc_;
+  std::optional<DeviceTarget> device_;
 };
 
 } // namespace kiln

@@ -68,6 +68,24 @@ Value* Func::addArg(Type type, std::string name) {
   return args_.back().get();
 }
 
+std::optional<DeviceTarget> Func::argDevice(size_t i) const {
+  return i < argDevices_.size() ? argDevices_[i] : std::nullopt;
+}
+
+void Func::setArgDevice(size_t i, std::optional<DeviceTarget> d) {
+  if (argDevices_.size() <= i) argDevices_.resize(i + 1);
+  argDevices_[i] = std::move(d);
+}
+
+std::optional<DeviceTarget> Func::resultDevice(size_t i) const {
+  return i < resultDevices_.size() ? resultDevices_[i] : std::nullopt;
+}
+
+void Func::setResultDevice(size_t i, std::optional<DeviceTarget> d) {
+  if (resultDevices_.size() <= i) resultDevices_.resize(i + 1);
+  resultDevices_[i] = std::move(d);
+}
+
 Op* Func::terminator() const {
   if (ops_.empty() || !ops_.back()->has(kTerminator)) return nullptr;
   return ops_.back().get();
@@ -123,6 +141,36 @@ Status Module::addWeight(WeightDecl w) {
 const WeightDecl* Module::lookupWeight(std::string_view name) const {
   for (const WeightDecl& w : weights_)
     if (w.name == name) return &w;
+  return nullptr;
+}
+
+Status Module::addDevice(DeviceDecl d) {
+  const DeviceDecl* prev = d.name.empty() ? nullptr : lookupDevice(d.name);
+  if (prev) {
+    Diag e = error(d.loc, "device @" + d.name + " is declared twice");
+    e.notes.push_back(note(prev->loc, "first declared here"));
+    return e;
+  }
+  if ((prev = findDevice(d.target))) {
+    Diag e = error(d.loc, "device " + d.target.str() + " is declared twice");
+    e.notes.push_back(note(prev->loc, "first declared here"));
+    return e;
+  }
+  if (devices_.size() >= kMaxDevices)
+    return error(d.loc, "too many devices: kiln handles at most " + std::to_string(kMaxDevices));
+  devices_.push_back(std::move(d));
+  return ok();
+}
+
+const DeviceDecl* Module::lookupDevice(std::string_view name) const {
+  for (const DeviceDecl& d : devices_)
+    if (!d.name.empty() && d.name == name) return &d;
+  return nullptr;
+}
+
+const DeviceDecl* Module::findDevice(const DeviceTarget& t) const {
+  for (const DeviceDecl& d : devices_)
+    if (d.target == t) return &d;
   return nullptr;
 }
 

@@ -8,6 +8,7 @@
 // Text form of a module (see docs/ir.md):
 //   symbol seq in [1, 4096] divisible_by 8
 //   weight @wq : tensor<256x256xf16> = "model.safetensors"["layers.0.wq"]
+//   device @gpu1 = ref[1]
 //   func @main(%x: tensor<{seq}x256xf32>) -> (tensor<{seq}x256xf32>) {
 //     %0 = weight {name = "wq"} : tensor<256x256xf16>
 //     %1 = cast %0 {to = f32} : tensor<256x256xf32>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "ir/attrs.h"
+#include "ir/device.h"
 #include "ir/diag.h"
 #include "ir/host_tensor.h"
 #include "ir/ops.h"
@@ -105,6 +107,11 @@ public:
   void setLoc(Loc l) { loc_ = std::move(l); }
   Func* parent() const { return parent_; }
 
+  // The device the op runs on (text: `on ref[1]`); unset until placement or affinity.
+  // A device written in the input is a pin that affinity never moves.
+  const std::optional<DeviceTarget>& device() const { return device_; }
+  void setDevice(std::optional<DeviceTarget> d) { device_ = std::move(d); }
+
 private:
   friend class Func;
   OpKind kind_;
@@ -112,6 +119,7 @@ private:
   std::vector<std::unique_ptr<Value>> results_;
   Attrs attrs_;
   Loc loc_;
+  std::optional<DeviceTarget> device_;
   Func* parent_ = nullptr;
   std::list<std::unique_ptr<Op>>::iterator pos_;
 };
@@ -133,6 +141,13 @@ public:
   // Declared result types (the verifier checks them against `return`).
   const std::vector<Type>& resultTypes() const { return resultTypes_; }
   void setResultTypes(std::vector<Type> ts) { resultTypes_ = std::move(ts); }
+
+  // Devices of arguments and results (`%x: tensor<4xf32> on ref[0]`); unset entries are
+  // placed by affinity, set ones are pins.
+  std::optional<DeviceTarget> argDevice(size_t i) const;
+  void setArgDevice(size_t i, std::optional<DeviceTarget> d);
+  std::optional<DeviceTarget> resultDevice(size_t i) const;
+  void setResultDevice(size_t i, std::optional<DeviceTarget> d);
 
   using OpList = std::list<std::unique_ptr<Op>>;
   const OpList& ops() const { return ops_; }
@@ -156,6 +171,7 @@ private:
   Module* parent_ = nullptr;
   std::vector<std::unique_ptr<Value>> args_;
   std::vector<Type> resultTypes_;
+  std::vector<std::optional<DeviceTarget>> argDevices_, resultDevices_;
   OpList ops_;
 };
 
@@ -192,6 +208,13 @@ public:
     return it == weightData_.end() ? nullptr : &it->second;
   }
 
+  // Declared device targets, in declaration order (the first is the default device).
+  // Fails when the name or the target is already declared.
+  Status addDevice(DeviceDecl d);
+  const std::vector<DeviceDecl>& devices() const { return devices_; }
+  const DeviceDecl* lookupDevice(std::string_view name) const;
+  const DeviceDecl* findDevice(const DeviceTarget& t) const;
+
   // Directory that relative weight paths are resolved against (the .kir file's folder).
   const std::string& baseDir() const { return baseDir_; }
   void setBaseDir(std::string d) { baseDir_ = std::move(d); }
@@ -200,6 +223,7 @@ private:
   SymbolTable symbols_;
   std::vector<WeightDecl> weights_;
   std::map<std::string, HostTensor> weightData_;
+  std::vector<DeviceDecl> devices_;
   std::vector<std::unique_ptr<Func>> funcs_;
   std::string baseDir_;
 };

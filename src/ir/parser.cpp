@@ -1,13 +1,15 @@
 // Parser for the .kir text format: recursive descent over the tokens of lexer.h.
 //
 // Grammar (docs/ir.md has the long form):
-//   module  := (symbol | weight | func)*
+//   module  := (symbol | weight | device | func)*
 //   symbol  := 'symbol' IDENT 'in' '[' INT ',' INT ']' ('divisible_by' INT)?
 //   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']'
-//   func    := 'func' GLOBAL '(' (VALUE ':' type),* ')' ('->' (type | '(' type,* ')'))?
-//              '{' op* '}'
+//   device  := 'device' (GLOBAL '=')? target          target := IDENT '[' INT ']'
+//   func    := 'func' GLOBAL '(' (VALUE ':' type on?),* ')'
+//              ('->' (type on? | '(' (type on?),* ')'))? '{' op* '}'
 //   op      := (VALUE,+ '=')? IDENT VALUE,* ('{' (IDENT '=' attr),* '}')? (':' type,+)?
-//              ('loc' '(' STRING (':' INT ':' INT)? ')')?
+//              on? ('loc' '(' STRING (':' INT ':' INT)? ')')?
+//   on      := 'on' (target | GLOBAL)     (a GLOBAL names a `device` declaration)
 //              (the first operand is on the op name's line; everything else is free-form)
 //   type    := 'tensor<' (dim 'x')* ELEMTYPE '>'     dim := INT | '{' symexpr '}' | '?'
 //   attr    := scalar | STRING | ELEMTYPE | '[' scalar,* ']' | 'dense' '<' lit '>' ':' type
@@ -26,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
@@ -104,11 +107,19 @@ public:
         KILN_CHECK(parseSymbol());
       } else if (isIdent("weight")) {
         KILN_CHECK(parseWeight());
+      } else if (isIdent("device")) {
+        KILN_CHECK(parseDevice());
       } else if (isIdent("func")) {
         KILN_CHECK(parseFunc());
       } else {
-        return errorHere("expected 'symbol', 'weight' or 'func'");
+        return errorHere("expected 'symbol', 'weight', 'device' or 'func'");
       }
+    }
+    // Devices, like weights, may be declared after their uses.
+    for (PendingDevice& p : pendingDevices_) {
+      const DeviceDecl* d = m_.lookupDevice(p.name);
+      if (!d) return error(p.loc, "undeclared device @" + p.name);
+      p.set(d->target);
     }
     // Weights may be declared after the functions that use them.
     for (const auto& [name, loc] : weightRefs_)
@@ -202,6 +213,46 @@ private:
     return m_.addWeight(WeightDecl{name, std::move(type), std::move(file), std::move(tensor), loc});
   }
 
+  Status parseDevice() {
+    advance();
+    Loc loc = here();
+    std::string name;
+    if (is(Tok::GlobalRef)) {
+      name = std::move(tok_.value);
+      advance();
+      KILN_CHECK(expect(Tok::Equal, "'='"));
+    }
+    KILN_TRY(DeviceTarget t, parseTarget());
+    return m_.addDevice(DeviceDecl{std::move(name), std::move(t), loc});
+  }
+
+  Result<DeviceTarget> parseTarget() {
+    Loc loc = here();
+    if (!is(Tok::Ident)) return errorHere("expected a device like ref[0]");
+    std::string text(tok_.text);
+    advance();
+    KILN_CHECK(expect(Tok::LBracket, "'[' and the device ordinal"));
+    if (!is(Tok::Int)) return errorHere("expected the device ordinal");
+    text += "[" + std::string(tok_.text) + "]";
+    advance();
+    KILN_CHECK(expect(Tok::RBracket, "']'"));
+    return parseDeviceTarget(text, loc);
+  }
+
+  // `on ref[1]` or `on @name`; the setter runs now, or once the name is declared.
+  Status parseOn(std::function<void(DeviceTarget)> set) {
+    if (!isIdent("on")) return ok();
+    advance();
+    if (is(Tok::GlobalRef)) {
+      pendingDevices_.push_back({std::move(tok_.value), here(), std::move(set)});
+      advance();
+      return ok();
+    }
+    KILN_TRY(DeviceTarget t, parseTarget());
+    set(std::move(t));
+    return ok();
+  }
+
   Status parseFunc() {
     advance();
     Loc loc = here();
@@ -225,12 +276,18 @@ private:
       advance();
       KILN_CHECK(expect(Tok::Colon, "':'"));
       KILN_TRY(Type type, parseType());
+      size_t index = f->numArgs();
       values_.emplace(argTok.value,
                       Defined{f->addArg(std::move(type), argTok.value), lex_.locOf(argTok)});
+      KILN_CHECK(parseOn([f, index](DeviceTarget t) { f->setArgDevice(index, std::move(t)); }));
     }
     advance();
 
     std::vector<Type> results;
+    auto resultOn = [&] {
+      size_t index = results.size() - 1;
+      return parseOn([f, index](DeviceTarget t) { f->setResultDevice(index, std::move(t)); });
+    };
     if (is(Tok::Arrow)) {
       advance();
       if (is(Tok::LParen)) {
@@ -239,11 +296,13 @@ private:
           if (!results.empty()) KILN_CHECK(expect(Tok::Comma, "',' or ')'"));
           KILN_TRY(Type t, parseType());
           results.push_back(std::move(t));
+          KILN_CHECK(resultOn());
         }
         advance();
       } else {
         KILN_TRY(Type t, parseType());
         results.push_back(std::move(t));
+        KILN_CHECK(resultOn());
       }
     }
     f->setResultTypes(std::move(results));
@@ -330,6 +389,15 @@ private:
       return errorHere("expected ':' and the result types");
     }
 
+    std::optional<DeviceTarget> device;
+    std::optional<size_t> pendingOn;
+    if (isIdent("on")) {
+      size_t before = pendingDevices_.size();
+      KILN_CHECK(parseOn([&device](DeviceTarget t) { device = std::move(t); }));
+      if (pendingDevices_.size() > before) pendingOn = before;
+      if (isIdent("on")) return error(here(), "an op runs on one device; found a second 'on'");
+    }
+
     if (isIdent("loc")) {
       KILN_TRY(opLoc, parseLoc());
     }
@@ -343,6 +411,8 @@ private:
     Builder b(&f);
     b.setLoc(std::move(opLoc));
     Op* op = b.createUnchecked(*kind, operands, std::move(attrs), std::move(types));
+    op->setDevice(std::move(device));
+    if (pendingOn) pendingDevices_[*pendingOn].set = [op](DeviceTarget t) { op->setDevice(t); };
     for (size_t i = 0; i < names.size(); ++i)
       values_.emplace(names[i].value, Defined{op->result(i), lex_.locOf(names[i])});
     return ok();
@@ -754,6 +824,12 @@ private:
   Token tok_;
   std::unordered_map<std::string, Defined> values_; // names in the current function
   std::vector<std::pair<std::string, Loc>> weightRefs_;
+  struct PendingDevice {
+    std::string name;
+    Loc loc;
+    std::function<void(DeviceTarget)> set;
+  };
+  std::vector<PendingDevice> pendingDevices_;
 };
 
 } // namespace

@@ -131,6 +131,15 @@ std::string printLoc(const Loc& loc) {
   return s + ")";
 }
 
+// ` on @name` when the module names the target, else ` on kind[n]`.
+std::string printOn(const std::optional<DeviceTarget>& d, const Func* f) {
+  if (!d) return "";
+  const Module* m = f ? f->parent() : nullptr;
+  const DeviceDecl* decl = m ? m->findDevice(*d) : nullptr;
+  if (decl && !decl->name.empty()) return " on " + globalName(decl->name);
+  return " on " + d->str();
+}
+
 // The names values print with inside one function.
 class ValueNames {
 public:
@@ -187,6 +196,7 @@ std::string printOpWith(const Op& op, const ValueNames& names, const PrintOption
     s += "}";
   }
   for (size_t i = 0; i < op.numResults(); ++i) s += (i ? ", " : " : ") + op.result(i)->type().str();
+  s += printOn(op.device(), op.parent());
   if (opts.locs) s += " " + printLoc(op.loc());
   return s;
 }
@@ -226,10 +236,11 @@ std::string printFunc(const Func& f, const PrintOptions& opts) {
   ValueNames names(&f);
   std::string s = "func " + globalName(f.name()) + "(";
   for (size_t i = 0; i < f.numArgs(); ++i)
-    s += (i ? ", " : "") + names(f.arg(i)) + ": " + f.arg(i)->type().str();
+    s += (i ? ", " : "") + names(f.arg(i)) + ": " + f.arg(i)->type().str() +
+         printOn(f.argDevice(i), &f);
   s += ") -> (";
   for (size_t i = 0; i < f.resultTypes().size(); ++i)
-    s += (i ? ", " : "") + f.resultTypes()[i].str();
+    s += (i ? ", " : "") + f.resultTypes()[i].str() + printOn(f.resultDevice(i), &f);
   s += ") {\n";
   for (const auto& op : f.ops()) s += "  " + printOpWith(*op, names, opts) + "\n";
   return s + "}\n";
@@ -250,6 +261,11 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     weights += "weight " + globalName(w.name) + " : " + w.type.str() + " = " + quoteString(w.file) +
                "[" + quoteString(w.tensor) + "]\n";
   if (!weights.empty()) sections.push_back(std::move(weights));
+  std::string devices;
+  for (const DeviceDecl& d : m.devices())
+    devices +=
+        "device " + (d.name.empty() ? "" : globalName(d.name) + " = ") + d.target.str() + "\n";
+  if (!devices.empty()) sections.push_back(std::move(devices));
   for (const auto& f : m.funcs())
     if (!opts.funcFilter || opts.funcFilter(*f)) sections.push_back(printFunc(*f, opts));
   std::string out;

@@ -68,6 +68,8 @@ Rewriter::Rewriter(Func& func, const SymbolTable& syms)
 void Rewriter::setRoot(Op* root) {
   builder_.setInsertionPoint(root);
   builder_.setLoc(root->loc());
+  // What replaces an op runs where it ran.
+  builder_.setDevice(root->device());
 }
 
 Result<Op*> Rewriter::create(OpKind kind, const std::vector<Value*>& operands, Attrs attrs,

@@ -749,6 +749,7 @@ Types infer(const Ctx& c) {
   case OpKind::Pad: return pad(c);
   case OpKind::Triu:
   case OpKind::Tril: return triangle(c);
+  case OpKind::Transfer: return one(c.ops[0]);
   case OpKind::Constant: return constant(c);
   case OpKind::Weight: {
     KILN_TRY(Type r, c.declaredType());

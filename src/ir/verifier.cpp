@@ -20,15 +20,26 @@
 //       (at least one where the table says variadic)
 //   O3  every required attribute is present, no unknown name, each of the table's kind
 //   O4  every symbol used in a result type is declared
+//   O5  `return` carries no device (the function's results do)
 // Op, tensor level
 //   T1  result types are compatible with what inferResultTypes (shape_rules.h) infers
 //   T2  `weight` names a declared weight whose type is compatible with its result
 //   T3  `constant`'s dense value has exactly the result type (element type and shape)
+//   T4  `transfer`'s `to` is a device target (kind[ordinal]); a transfer's device, when
+//       set, is its `to`
 // Op, host level
 //   H1  `device` is KIND[N] (or KIND) and `dispatch`'s `outputs` is within its operand count
 //   H2  `free` frees a buffer made by alloc or transfer_to in this function, and nothing
 //       uses a buffer after its `free` (nor frees it twice)
 //   H3  host ops and tensor ops do not share a function (`return` belongs to both)
+// After affinity (verifyPlacement, run by the affinity pass and by tests)
+//   P1  every argument, declared result and op other than `return` has a device, and
+//       every device is declared in the module
+//   P2  every operand of an op other than `transfer` lives on the op's device (a value
+//       lives where its op runs; an argument where it is placed); each `return` operand
+//       lives on its result's device
+//   P3  a `transfer` moves a value between two different devices, and no value is
+//       transferred twice to the same device
 // The kernel level adds its own section here (checkKernelOp) when ops.def declares ops of
 // that level.
 //
@@ -175,6 +186,8 @@ private:
         opError(op, "result " + std::to_string(r) + " uses undeclared symbol '" + *s + "'");
     }
 
+    if (op.has(kTerminator) && op.device())
+      opError(op, name + " carries no device; place the function's results instead");
     bool shapeOk = checkCounts(op, info, name) && checkAttrs(op, info, name);
     if (!operandsOk || !shapeOk) return;
     switch (info.level) {
@@ -300,6 +313,14 @@ private:
         opError(op, "weight @" + w + " is declared " + decl->type.str() + " but used as " +
                         declared[0].str());
     }
+    if (op.kind() == OpKind::Transfer) {
+      std::string to = op.attrs().getStr("to");
+      Result<DeviceTarget> t = parseDeviceTarget(to, op.loc());
+      if (!t.ok())
+        opError(op, "transfer's `to` must be a device like ref[1]: " + t.diags().list[0].message);
+      else if (op.device() && *op.device() != *t)
+        opError(op, "transfer to " + to + " is placed on " + op.device()->str());
+    }
     if (op.kind() == OpKind::Constant) {
       const HostTensor* value = op.attrs().getDense("value");
       Type valueType = Type::tensor(value->elem(), value->shape());
@@ -330,6 +351,61 @@ Status verifyFunc(const Func& f) {
   static const SymbolTable kNoSymbols;
   const Module* m = f.parent();
   return finish(FuncVerifier(f, m ? m->symbols() : kNoSymbols, m).run());
+}
+
+std::optional<DeviceTarget> deviceOf(const Value* v) {
+  if (v->isArg()) return v->argOf()->argDevice(v->index());
+  return v->def()->device();
+}
+
+Status verifyPlacement(const Module& m) {
+  Diags diags;
+  auto inDecl = [&](const std::optional<DeviceTarget>& d) { return d && m.findDevice(*d); };
+  auto opError = [&](const Op& op, std::string msg) {
+    Diag d = error(op.loc(), std::move(msg));
+    d.notes.push_back(note(op.loc(), "in: " + printOp(op)));
+    diags.add(std::move(d));
+  };
+  for (const auto& f : m.funcs()) {
+    std::string fn = "@" + f->name();
+    for (size_t i = 0; i < f->numArgs(); ++i)
+      if (!inDecl(f->argDevice(i)))
+        diags.add(error(f->loc(),
+                        "argument " + std::to_string(i) + " of " + fn + " has no declared device"));
+    for (size_t i = 0; i < f->resultTypes().size(); ++i)
+      if (!inDecl(f->resultDevice(i)))
+        diags.add(error(f->loc(),
+                        "result " + std::to_string(i) + " of " + fn + " has no declared device"));
+    for (const auto& op : f->ops()) {
+      if (op->has(kTerminator)) {
+        for (size_t i = 0; i < op->numOperands(); ++i)
+          if (deviceOf(op->operand(i)) != f->resultDevice(i))
+            opError(*op,
+                    "result " + std::to_string(i) + " of " + fn + " is not on its declared device");
+        continue;
+      }
+      if (!inDecl(op->device())) {
+        opError(*op, "'" + std::string(op->name()) + "' has no declared device after affinity");
+        continue;
+      }
+      if (op->kind() == OpKind::Transfer) {
+        if (deviceOf(op->operand(0)) == op->device())
+          opError(*op, "transfer to the device its operand already lives on");
+        for (const Use& u : op->operand(0)->uses())
+          if (u.user != op.get() && u.user->kind() == OpKind::Transfer &&
+              u.user->device() == op->device())
+            opError(*op, "value transferred twice to " + op->device()->str());
+        continue;
+      }
+      for (size_t i = 0; i < op->numOperands(); ++i)
+        if (deviceOf(op->operand(i)) != op->device())
+          opError(*op, "operand " + std::to_string(i) + " lives on " +
+                           (deviceOf(op->operand(i)) ? deviceOf(op->operand(i))->str()
+                                                     : std::string("no device")) +
+                           ", not on the op's device " + op->device()->str());
+    }
+  }
+  return finish(std::move(diags));
 }
 
 Status verifyModule(const Module& m) {

@@ -7,5 +7,9 @@ namespace kiln {
 
 Status verifyModule(const Module& m);
 Status verifyFunc(const Func& f);
+// The invariants that hold after affinity (P1-P3 in verifier.cpp).
+Status verifyPlacement(const Module& m);
+// Where a value lives: its op's device, or its argument's.
+std::optional<DeviceTarget> deviceOf(const Value* v);
 
 } // namespace kiln

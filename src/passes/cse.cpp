@@ -2,7 +2,8 @@
 //
 // Requires:    nothing.
 // Guarantees:  no two side-effect-free ops have the same kind, operands (in order),
-//              attributes and result types; the later one's uses point at the earlier.
+//              attributes, result types and device; the later one's uses point at the
+//              earlier. (Clones that affinity made per device stay apart.)
 // Invalidates: op identities of the removed duplicates.
 //
 //   %0 = exp %x : tensor<4xf32>        %0 = exp %x : tensor<4xf32>
@@ -37,7 +38,8 @@ uint64_t opKey(const Op& op) {
 }
 
 bool sameComputation(const Op& a, const Op& b) {
-  if (a.kind() != b.kind() || a.operands() != b.operands() || a.numResults() != b.numResults())
+  if (a.kind() != b.kind() || a.operands() != b.operands() || a.numResults() != b.numResults() ||
+      a.device() != b.device())
     return false;
   for (size_t i = 0; i < a.numResults(); ++i)
     if (a.result(i)->type() != b.result(i)->type()) return false;

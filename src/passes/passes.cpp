@@ -11,6 +11,10 @@ const std::vector<PassInfo>& registeredPasses() {
   static const std::vector<PassInfo> passes = [] {
     std::vector<PassInfo> v = {
         // name           description                                                  factory
+        {"affinity",
+         "place every value on a declared device: clone cheap ops per consuming device, "
+         "one transfer per remaining cross-device edge",
+         createAffinityPass},
         {"canonicalize", "fold small constants and apply exact algebraic identities",
          createCanonicalizePass},
         {"cse", "merge ops that compute the same value from the same operands", createCsePass},

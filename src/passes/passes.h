@@ -14,6 +14,7 @@
 
 namespace kiln {
 
+std::unique_ptr<Pass> createAffinityPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createDcePass();

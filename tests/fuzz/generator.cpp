@@ -226,8 +226,10 @@ private:
     static const std::vector<OpKind> kinds = [] {
       std::vector<OpKind> out;
       for (const OpInfo& info : allOps())
+        // Transfers need declared devices; kiln-property-devices adds them to programs.
         if (info.level == OpLevel::Tensor && info.kind != OpKind::Return &&
-            info.kind != OpKind::Constant && info.kind != OpKind::Weight)
+            info.kind != OpKind::Constant && info.kind != OpKind::Weight &&
+            info.kind != OpKind::Transfer)
           out.push_back(info.kind);
       return out;
     }();

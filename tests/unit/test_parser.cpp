@@ -440,7 +440,7 @@ TEST_CASE("parse errors carry exact positions and clear messages") {
         "t.kir:3:1: error: expected '}' to end function @f\nt.kir:1:17: note: the function body "
         "starts here\n");
   CHECK(parseErr("fn @f") ==
-        "t.kir:1:1: error: expected 'symbol', 'weight' or 'func', found 'fn'\n");
+        "t.kir:1:1: error: expected 'symbol', 'weight', 'device' or 'func', found 'fn'\n");
   CHECK(parseErr("func @f(%x: tensor<f32>) -> () {\n  return %x $\n}\n") ==
         "t.kir:2:13: error: unexpected character '$'\n");
   CHECK(parseErr("func @f() -> () {\n  return loc(\"a\":0:1)\n}\n") ==

@@ -68,7 +68,7 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
     CHECK_FALSE(p.description.empty());
     CHECK(p.create() != nullptr);
   }
-  CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce", "schedule", "shape-infer"});
+  CHECK(names == std::vector<std::string>{"affinity", "canonicalize", "cse", "dce", "schedule", "shape-infer"});
   CHECK(lookupPass("nope") == nullptr);
   REQUIRE(registeredPipelines().size() == 1);
   CHECK(registeredPipelines()[0].name == "default");
@@ -387,7 +387,7 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   REQUIRE_FALSE(st.ok());
   std::string msg = st.diags().str();
   CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
-  CHECK(msg.find("canonicalize, cse, dce, schedule, shape-infer") != std::string::npos);
+  CHECK(msg.find("affinity, canonicalize, cse, dce, schedule, shape-infer") != std::string::npos);
   CHECK(msg.find("pipelines: default") != std::string::npos);
   CHECK(bad.passNames().empty()); // nothing half-added
 

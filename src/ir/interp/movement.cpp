@@ -1,5 +1,5 @@
 // Interpreter kernels for data movement: reshape, transpose, broadcast, concat, split,
-// slice, gather, gather_elements, scatter_nd, pad, triu and tril. Elements are copied
+// slice, gather, gather_elements, scatter_nd, pad, triu, tril and transfer. Elements are copied
 // bit-exactly; only scatter_nd reductions compute.
 #include <algorithm>
 #include <cmath>
@@ -412,5 +412,8 @@ KernelResult kernelPad(const KernelCtx& c) {
 
 KernelResult kernelTriu(const KernelCtx& c) { return triangle(c, true); }
 KernelResult kernelTril(const KernelCtx& c) { return triangle(c, false); }
+
+// Devices do not exist in the interpreter: a transfer is the identity.
+KernelResult kernelTransfer(const KernelCtx& c) { return std::vector<HostTensor>{c.in[0]}; }
 
 } // namespace kiln::interp

@@ -1,0 +1,211 @@
+// User placement and pipeline partitioning (see placement.h).
+#include "passes/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "ir/printer.h"
+#include "passes/affinity.h"
+#include "passes/cost.h"
+
+namespace kiln {
+
+bool globMatch(std::string_view p, std::string_view t) {
+  // Iterative matcher with one backtrack point: linear-ish, no recursion on hostile input.
+  size_t pi = 0, ti = 0, star = std::string_view::npos, mark = 0;
+  while (ti < t.size()) {
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == t[ti])) {
+      ++pi, ++ti;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star = pi++, mark = ti;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1, ti = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+namespace {
+
+bool opMatches(const Op& op, std::string_view pattern) {
+  if (globMatch(pattern, op.name())) return true;
+  for (size_t r = 0; r < op.numResults(); ++r)
+    if (!op.result(r)->name().empty() && globMatch(pattern, op.result(r)->name())) return true;
+  if (op.loc().line == 0 && !op.loc().file.empty()) {
+    const std::string& f = op.loc().file;
+    if (globMatch(pattern, f)) return true;
+    // "model.onnx: node 'name'" names the node between the quotes.
+    size_t open = f.find("node '");
+    size_t close = f.rfind('\'');
+    if (open != std::string::npos && close > open + 6 &&
+        globMatch(pattern, std::string_view(f).substr(open + 6, close - open - 6)))
+      return true;
+  }
+  return op.kind() == OpKind::Weight && globMatch(pattern, op.attrs().getStr("name"));
+}
+
+Result<DeviceTarget> placeDevice(const Module& m, const std::string& text, const Loc& where) {
+  if (!text.empty() && text[0] == '@') {
+    const DeviceDecl* d = m.lookupDevice(text.substr(1));
+    if (!d) return error(where, "undeclared device " + text);
+    return d->target;
+  }
+  KILN_TRY(DeviceTarget t, parseDeviceTarget(text, where));
+  if (!m.findDevice(t))
+    return error(where, "device " + t.str() + " is not declared; add --device=" + t.str());
+  return t;
+}
+
+} // namespace
+
+Status applyPlacement(Module& m, const std::vector<std::string>& specs) {
+  struct Pin {
+    DeviceTarget device;
+    std::string spec;
+  };
+  std::unordered_map<const Op*, Pin> pinned;
+  Diags diags;
+  for (const std::string& spec : specs) {
+    Loc where = Loc::named("--place=" + spec);
+    size_t eq = spec.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      diags.add(error(where, "expected --place=PATTERN=DEVICE, like --place='blocks.1.*=ref[1]'"));
+      continue;
+    }
+    std::string pattern = spec.substr(0, eq);
+    Result<DeviceTarget> dev = placeDevice(m, spec.substr(eq + 1), where);
+    if (!dev.ok()) {
+      diags.append(dev.diags());
+      continue;
+    }
+    size_t matched = 0;
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops()) {
+        if (op->has(kTerminator) || !opMatches(*op, pattern)) continue;
+        ++matched;
+        auto prev = pinned.find(op.get());
+        std::optional<std::string> other;
+        if (prev != pinned.end() && prev->second.device != *dev)
+          other = prev->second.device.str() + " (by --place=" + prev->second.spec + ")";
+        else if (prev == pinned.end() && op->device() && *op->device() != *dev)
+          other = op->device()->str() + " (in the IR)";
+        if (other) {
+          Diag d = error(op->loc(), "op '" + std::string(op->name()) +
+                                        "' is pinned to two devices: " + *other + " and " +
+                                        dev->str() + " (by --place=" + spec + ")");
+          d.notes.push_back(note(op->loc(), "the op: " + printOp(*op)));
+          diags.add(std::move(d));
+          continue;
+        }
+        pinned[op.get()] = {*dev, spec};
+        op->setDevice(*dev);
+      }
+    if (matched == 0) diags.add(error(where, "pattern '" + pattern + "' matches no op"));
+  }
+  if (diags.hasErrors()) return diags;
+  return ok();
+}
+
+Result<int> parsePartitionSpec(const std::string& spec) {
+  Loc where = Loc::named("--partition=" + spec);
+  const std::string prefix = "pipeline:";
+  if (spec.rfind(prefix, 0) != 0)
+    return error(where, "expected --partition=pipeline:N (the only partitioning kiln has)");
+  std::string n = spec.substr(prefix.size());
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(n) < 1)
+    return error(where, "expected a stage count from 1 to " + std::to_string(kMaxDevices) +
+                            " after 'pipeline:'");
+  return std::stoi(n);
+}
+
+namespace {
+
+// Cut positions are indices into `work` (a cut at p ends a stage before work[p]). For each
+// p, the bytes of values that would cross it: defined before p and used at or after p.
+std::vector<int64_t> crossingBytes(const Module& m, const Func& f, const std::vector<Op*>& work) {
+  std::unordered_map<const Op*, size_t> index;
+  for (size_t i = 0; i < work.size(); ++i) index[work[i]] = i;
+  std::vector<int64_t> delta(work.size() + 2, 0);
+  auto interval = [&](const Value* v, size_t from) {
+    size_t last = from;
+    bool used = false;
+    for (const Use& u : v->uses()) {
+      size_t at = u.user->has(kTerminator) ? work.size() : index.count(u.user) ? index[u.user] : 0;
+      if (at >= from) last = std::max(last, at), used = true;
+    }
+    if (!used || last <= from) return;
+    int64_t bytes = valueBytes(*v, m.symbols());
+    delta[from + 1] += bytes; // crosses cuts from+1 .. last
+    delta[last + 1] -= bytes;
+  };
+  // An argument counts as defined before work[0]: it crosses every cut before its last use.
+  for (size_t i = 0; i < f.numArgs(); ++i) interval(f.arg(i), 0);
+  for (size_t i = 0; i < work.size(); ++i)
+    for (size_t r = 0; r < work[i]->numResults(); ++r) interval(work[i]->result(r), i);
+  std::vector<int64_t> cross(work.size() + 1, 0);
+  int64_t run = 0;
+  for (size_t p = 0; p <= work.size(); ++p) cross[p] = run += delta[p];
+  return cross;
+}
+
+// Pins `f`'s unpinned, not-cheap ops to stages. Each boundary goes near its balanced point
+// (k/stages of the total cost): among the cuts whose cost before them lies within a
+// quarter stage of it, the one that moves the fewest bytes wins (in a transformer, the
+// end of a block, where only the hidden state is live), then the most balanced.
+void partitionFunc(const Module& m, Func& f, int stages) {
+  std::vector<Op*> work;
+  std::vector<double> before = {0}; // cost of work[0..p)
+  for (const auto& op : f.ops()) {
+    if (op->has(kTerminator) || op->device() || isCheapToClone(*op)) continue;
+    work.push_back(op.get());
+    before.push_back(before.back() + static_cast<double>(balanceCost(opCost(*op, m.symbols()))));
+  }
+  double total = before.back();
+  std::vector<int64_t> cross = crossingBytes(m, f, work);
+  std::vector<size_t> cuts = {0};
+  for (int k = 1; k < stages; ++k) {
+    double target = total * k / stages;
+    double slack = total / stages / 4;
+    size_t best = cuts.back();
+    bool found = false;
+    for (size_t p = cuts.back(); p <= work.size(); ++p) {
+      if (before[p] < target - slack) continue;
+      if (before[p] > target + slack) break;
+      auto key = [&](size_t q) { return std::make_pair(cross[q], std::abs(before[q] - target)); };
+      if (!found || key(p) < key(best)) best = p, found = true;
+    }
+    if (!found) // no cut within the slack (one huge op): the nearest one
+      for (size_t p = cuts.back(); p <= work.size(); ++p)
+        if (std::abs(before[p] - target) < std::abs(before[best] - target)) best = p;
+    cuts.push_back(best);
+  }
+  cuts.push_back(work.size());
+  for (size_t s = 0; s + 1 < cuts.size(); ++s)
+    for (size_t i = cuts[s]; i < cuts[s + 1]; ++i) work[i]->setDevice(m.devices()[s].target);
+}
+
+} // namespace
+
+Status partitionPipeline(Module& m, int stages) {
+  if (stages < 1 || static_cast<size_t>(stages) > m.devices().size()) {
+    std::string msg = "--partition=pipeline:" + std::to_string(stages) + " needs " +
+                      std::to_string(stages) + " declared devices, found " +
+                      std::to_string(m.devices().size());
+    if (static_cast<size_t>(stages) > m.devices().size() && !m.devices().empty()) {
+      const DeviceTarget& last = m.devices().back().target;
+      msg += "; add --device=" + last.kind + "[" + std::to_string(last.ordinal + 1) + "] ...";
+    } else if (m.devices().empty()) {
+      msg += "; add --device=ref[0] ...";
+    }
+    return error(Loc::named("--partition=pipeline:" + std::to_string(stages)), msg);
+  }
+  for (const auto& f : m.funcs()) partitionFunc(m, *f, stages);
+  return ok();
+}
+
+} // namespace kiln

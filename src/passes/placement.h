@@ -1,0 +1,34 @@
+// User placement (`--place=PATTERN=DEVICE`) and pipeline partitioning
+// (`--partition=pipeline:N`): both only pin ops to devices; affinity does the rest.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace kiln {
+
+// Glob match with `*` (any run) and `?` (any one character).
+bool globMatch(std::string_view pattern, std::string_view text);
+
+// Pins every op matched by each "PATTERN=DEVICE" spec. PATTERN is a glob over the op's
+// name (`matmul`), its result value names, its named location (an ONNX node name) and,
+// for `weight`, the weight's name. DEVICE is `kind[n]` or `@name`, and must be declared.
+// Errors: a malformed spec, a pattern that matches nothing, and an op pinned to two
+// devices (by two specs, or by the IR and a spec), which names the op and both pins.
+Status applyPlacement(Module& m, const std::vector<std::string>& specs);
+
+// Parses "pipeline:N" (N >= 1).
+Result<int> parsePartitionSpec(const std::string& spec);
+
+// Splits each function's ops that are neither cheap to clone nor pinned into `stages`
+// contiguous runs of program order with about equal cost (cost.h), and pins run i to the
+// i-th declared device. Program order is topological, so data only flows to later stages.
+// Each cut lies within a quarter stage of its balanced point, where the fewest bytes
+// cross (between two transformer blocks only the hidden state does).
+// Cheap ops (weights, constants) stay unpinned: affinity puts each one on the device(s)
+// that use it. Fails when fewer than `stages` devices are declared.
+Status partitionPipeline(Module& m, int stages);
+
+} // namespace kiln
