@@ -316,7 +316,7 @@ TEST_CASE("the schedule frees buffers after their last use and keeps returned on
   const Func* main = p.host->lookupFunc("main");
   std::vector<std::string> kinds;
   for (const auto& op : main->ops()) kinds.emplace_back(op->name());
-  CHECK(kinds == std::vector<std::string>{"transfer_to", "transfer_to", "alloc", "dispatch", "free",
-                                          "free", "alloc", "dispatch", "alloc", "dispatch", "free",
-                                          "wait", "return"});
+  CHECK(kinds == std::vector<std::string>{"transfer_to", "transfer_to", "alloc_buffer", "launch",
+                                          "free", "free", "alloc_buffer", "launch", "alloc_buffer",
+                                          "launch", "free", "wait", "return"});
 }
