@@ -67,17 +67,23 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   for (const std::string& target : targetOrder)
     p.executables.push_back({target, printModule(*module, kernels)});
 
-  if (opts.embedWeights) {
-    WeightStore store(*module);
-    for (const auto& f : module->funcs())
-      for (const auto& op : f->ops())
-        if (op->kind() == OpKind::LoadWeight) {
-          std::string name = op->attrs().getStr("name");
-          if (p.embeddedWeights.count(name)) continue;
-          KILN_TRY(HostTensor t, store.get(name));
-          p.embeddedWeights[name] = t;
-        }
-  }
+  WeightStore store(*module);
+  for (const auto& f : module->funcs())
+    for (const auto& op : f->ops()) {
+      if (op->kind() != OpKind::LoadWeight) continue;
+      std::string name = op->attrs().getStr("name");
+      if (p.embeddedWeights.count(name)) continue;
+      if (auto it = opts.weights.find(name); it != opts.weights.end()) {
+        const WeightDecl* decl = module->lookupWeight(name);
+        if (!decl || it->second.elem() != decl->type.elem() || !decl->type.isStatic() ||
+            it->second.shape() != decl->type.staticShape())
+          return error(op->loc(), "in-memory weight @" + name + " does not match its declaration");
+        p.embeddedWeights[name] = it->second;
+      } else if (opts.embedWeights) {
+        KILN_TRY(HostTensor t, store.get(name));
+        p.embeddedWeights[name] = t;
+      }
+    }
   p.host = std::move(module);
   return p;
 }

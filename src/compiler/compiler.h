@@ -6,6 +6,7 @@
 // results; codegen's fuse/lower plug in between schedule and the executables.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +19,9 @@ struct CompileOptions {
   std::string device = "ref[0]";
   // Copy every weight into the module; otherwise the module references the weight files.
   bool embedWeights = true;
+  // Weight data already in memory, by weight name (an importer's initializers): always
+  // embedded, never looked up in a file.
+  std::map<std::string, HostTensor> weights = {};
 };
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts);

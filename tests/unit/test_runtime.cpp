@@ -320,3 +320,31 @@ TEST_CASE("the schedule frees buffers after their last use and keeps returned on
                                           "free", "free", "alloc_buffer", "launch", "alloc_buffer",
                                           "launch", "free", "wait", "return"});
 }
+
+TEST_CASE("weights handed over in memory are embedded without touching a file") {
+  CompileOptions opts;
+  opts.embedWeights = false;
+  HostTensor w(ElemType::F32, {3});
+  w.setF(0, 2);
+  w.setF(1, 3);
+  w.setF(2, 4);
+  opts.weights["w"] = w;
+  Program p = compile(kWeighted, opts);
+  REQUIRE(p.embeddedWeights.count("w") == 1);
+  auto loaded = load(bytesOf(p));
+  REQUIRE(loaded.ok());
+  auto ex = executorFor(loaded.take());
+  HostTensor x(ElemType::F32, {3});
+  for (int i = 0; i < 3; ++i) x.setF(i, 1);
+  auto r = ex->call("main", {x});
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK((*r)[0].getF(2) == 4);
+
+  opts.weights["w"] = HostTensor(ElemType::F32, {4});
+  auto m = parseModule(kWeighted, "w.kir");
+  REQUIRE(m.ok());
+  auto bad = compileProgram(m.take(), opts);
+  REQUIRE(!bad.ok());
+  CHECK(bad.diags().str().find("in-memory weight @w does not match its declaration") !=
+        std::string::npos);
+}
