@@ -348,3 +348,36 @@ TEST_CASE("weights handed over in memory are embedded without touching a file") 
   CHECK(bad.diags().str().find("in-memory weight @w does not match its declaration") !=
         std::string::npos);
 }
+
+TEST_CASE("command buffers copy and fill within a device, in order, across a barrier") {
+  auto dev = hal::openDevice({"ref", 0}, Loc{});
+  REQUIRE(dev.ok());
+  auto a = (*dev)->allocate(8);
+  auto b = (*dev)->allocate(8);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto cb = (*dev)->createCommandBuffer();
+  cb->fill(**a, 0, 8, 0x11);
+  cb->fill(**a, 2, 2, 0x22);
+  cb->barrier();
+  cb->copy(**a, 1, **b, 0, 4);
+  cb->fill(**b, 4, 4, 0x33);
+  CHECK(cb->numCommands() == 5);
+  auto sem = (*dev)->createSemaphore(0);
+  REQUIRE((*dev)->submit(*cb, nullptr, 0, *sem, 1).ok());
+  uint8_t out[8] = {};
+  REQUIRE((*b)->read(0, out, 8).ok());
+  CHECK(out[0] == 0x11);
+  CHECK(out[1] == 0x22);
+  CHECK(out[2] == 0x22);
+  CHECK(out[3] == 0x11);
+  CHECK(out[4] == 0x33);
+  // Out-of-range commands fail the submission and the semaphore, never write outside.
+  auto bad = (*dev)->createCommandBuffer();
+  bad->copy(**a, 6, **b, 0, 4);
+  auto sem2 = (*dev)->createSemaphore(0);
+  Status s = (*dev)->submit(*bad, sem.get(), 1, *sem2, 1);
+  REQUIRE(!s.ok());
+  CHECK(s.diags().str().find("copy reads outside its source buffer") != std::string::npos);
+  CHECK(!sem2->wait(1).ok());
+}
