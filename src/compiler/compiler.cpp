@@ -97,12 +97,13 @@ std::string printSchedule(const Program& p) {
     if (!s.boundAt.empty()) out += " (at " + s.boundAt + ")";
     out += "\n//   peak = " + s.peakExpr + "\n//   sum  = " + s.totalExpr + "\n";
   }
-  std::set<std::string> entries(p.entries.begin(), p.entries.end());
-  PrintOptions host;
-  host.funcFilter = [&](const Func& f) { return entries.count(f.name()) != 0; };
-  out += "\n" + printModule(*p.host, host);
+  // One module, host functions first then the kernels: it parses back, and `kiln run`
+  // runs it as it is (launched kernels are not scheduled again).
+  std::string targets;
   for (const ExecutableImage& e : p.executables)
-    out += "\n// ---- executable for target " + e.target + " ----\n" + e.payload;
+    targets += (targets.empty() ? "" : ", ") + e.target;
+  out += "// kernels for target " + targets + ": the functions that launches name\n\n";
+  out += printModule(*p.host);
   return out;
 }
 

@@ -31,8 +31,8 @@ Result<std::unique_ptr<Module>> loadSourceModule(const std::string& path);
 // .kir text from memory, parsed and verified; `name` locates its errors.
 Result<std::unique_ptr<Module>> loadSourceText(std::string_view text, const std::string& name);
 
-// The schedule as text: memory per entry as comments, the host functions, then each
-// executable's kernels (kiln compile --emit=schedule).
+// The schedule as one module of IR text, memory per entry as comments first (kiln compile
+// --emit=schedule); it parses back and `kiln run` runs it as it is.
 std::string printSchedule(const Program& program);
 
 } // namespace kiln
