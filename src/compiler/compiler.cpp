@@ -30,7 +30,7 @@ Result<std::string> targetOf(const std::string& device) {
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
   KILN_TRY(hal::DeviceId device, hal::parseDeviceId(opts.device, Loc::named("--device")));
   Program p;
-  std::set<std::string> kernelNames = dispatchedKernels(*module);
+  std::set<std::string> kernelNames = launchedKernels(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
   KILN_CHECK(createShapeInferPass()->run(*module));
@@ -67,17 +67,17 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   for (const std::string& target : targetOrder)
     p.executables.push_back({target, printModule(*module, kernels)});
 
-  if (opts.embedWeights) {
-    WeightStore store(*module);
-    for (const auto& f : module->funcs())
-      for (const auto& op : f->ops())
-        if (op->kind() == OpKind::LoadWeight) {
-          std::string name = op->attrs().getStr("name");
-          if (p.embeddedWeights.count(name)) continue;
-          KILN_TRY(HostTensor t, store.get(name));
-          p.embeddedWeights[name] = t;
-        }
-  }
+  WeightStore store(*module);
+  for (const auto& f : module->funcs())
+    for (const auto& op : f->ops()) {
+      if (op->kind() != OpKind::LoadWeight) continue;
+      std::string name = op->attrs().getStr("name");
+      // Weights held in memory (an imported model's) have no file to reference.
+      if (p.embeddedWeights.count(name) || (!opts.embedWeights && !module->weightData(name)))
+        continue;
+      KILN_TRY(HostTensor t, store.get(name));
+      p.embeddedWeights[name] = t;
+    }
   p.host = std::move(module);
   return p;
 }
@@ -91,12 +91,13 @@ std::string printSchedule(const Program& p) {
     if (!s.boundAt.empty()) out += " (at " + s.boundAt + ")";
     out += "\n//   peak = " + s.peakExpr + "\n//   sum  = " + s.totalExpr + "\n";
   }
-  std::set<std::string> entries(p.entries.begin(), p.entries.end());
-  PrintOptions host;
-  host.funcFilter = [&](const Func& f) { return entries.count(f.name()) != 0; };
-  out += "\n" + printModule(*p.host, host);
+  // One module, host functions first then the kernels: it parses back, and `kiln run`
+  // runs it as it is (launched kernels are not scheduled again).
+  std::string targets;
   for (const ExecutableImage& e : p.executables)
-    out += "\n// ---- executable for target " + e.target + " ----\n" + e.payload;
+    targets += (targets.empty() ? "" : ", ") + e.target;
+  out += "// kernels for target " + targets + ": the functions that launches name\n\n";
+  out += printModule(*p.host);
   return out;
 }
 

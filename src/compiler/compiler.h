@@ -6,6 +6,7 @@
 // results; codegen's fuse/lower plug in between schedule and the executables.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,7 +17,8 @@ namespace kiln {
 
 struct CompileOptions {
   std::string device = "ref[0]";
-  // Copy every weight into the module; otherwise the module references the weight files.
+  // Copy every weight into the module; otherwise the module references the weight files
+  // (weights held in memory by the Module, an imported model's, are embedded regardless).
   bool embedWeights = true;
 };
 
@@ -27,8 +29,8 @@ Result<std::unique_ptr<Module>> loadSourceModule(const std::string& path);
 // .kir text from memory, parsed and verified; `name` locates its errors.
 Result<std::unique_ptr<Module>> loadSourceText(std::string_view text, const std::string& name);
 
-// The schedule as text: memory per entry as comments, the host functions, then each
-// executable's kernels (kiln compile --emit=schedule).
+// The schedule as one module of IR text, memory per entry as comments first (kiln compile
+// --emit=schedule); it parses back and `kiln run` runs it as it is.
 std::string printSchedule(const Program& program);
 
 } // namespace kiln

@@ -42,7 +42,7 @@ Result<FunctionStats> analyzeMemory(const Func& host, const SymbolTable& syms) {
   SymExpr liveExpr, totalExpr;
   for (const auto& op : host.ops()) {
     switch (op->kind()) {
-    case OpKind::Alloc:
+    case OpKind::AllocBuffer:
     case OpKind::TransferTo:
     case OpKind::LoadWeight: {
       for (const Dim& d : op->result()->type().shape())
@@ -68,7 +68,7 @@ Result<FunctionStats> analyzeMemory(const Func& host, const SymbolTable& syms) {
         live.erase(it);
       }
       break;
-    case OpKind::Dispatch: ++s.dispatches; break;
+    case OpKind::Launch: ++s.dispatches; break;
     default: break;
     }
   }

@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-// Walks `host` in order: alloc / transfer_to / load_weight add a buffer, free removes it.
+// Walks `host` in order: alloc_buffer / transfer_to / load_weight add a buffer, free removes it.
 // Fails only when a dim cannot be bounded (a symbol without a declared range).
 Result<FunctionStats> analyzeMemory(const Func& host, const SymbolTable& syms);
 

@@ -760,14 +760,14 @@ Types infer(const Ctx& c) {
   case OpKind::Dim: return dimOp(c);
   case OpKind::Return: return std::vector<Type>{};
   // Host ops: buffers hold what their declared type says; the others produce nothing.
-  case OpKind::Alloc:
+  case OpKind::AllocBuffer:
   case OpKind::TransferTo:
   case OpKind::LoadWeight: {
     KILN_TRY(Type r, c.declaredType());
     return one(r);
   }
   case OpKind::Free:
-  case OpKind::Dispatch:
+  case OpKind::Launch:
   case OpKind::Wait: return std::vector<Type>{};
   }
   return c.err("has no shape rule");

@@ -28,8 +28,8 @@
 //   T4  `transfer`'s `to` is a device target (kind[ordinal]); a transfer's device, when
 //       set, is its `to`
 // Op, host level
-//   H1  `device` is KIND[N] (or KIND) and `dispatch`'s `outputs` is within its operand count
-//   H2  `free` frees a buffer made by alloc or transfer_to in this function, and nothing
+//   H1  `device` is KIND[N] (or KIND) and `launch`'s `outputs` is within its operand count
+//   H2  `free` frees a buffer made by alloc_buffer or transfer_to in this function, and nothing
 //       uses a buffer after its `free` (nor frees it twice)
 //   H3  host ops and tensor ops do not share a function (`return` belongs to both)
 // After affinity (verifyPlacement, run by the affinity pass and by tests)
@@ -216,19 +216,19 @@ private:
                d.find_first_not_of("0123456789", open + 1) == d.size() - 1;
       if (!good) opError(op, "device '" + d + "' is not KIND[N], such as ref[0]");
     }
-    if (op.kind() == OpKind::Dispatch) {
+    if (op.kind() == OpKind::Launch) {
       int64_t outs = op.attrs().getInt("outputs");
       if (outs < 0 || static_cast<size_t>(outs) > op.numOperands())
-        opError(op, "dispatch has " + std::to_string(outs) + " outputs but " +
+        opError(op, "launch has " + std::to_string(outs) + " outputs but " +
                         std::to_string(op.numOperands()) + " operands");
     }
     for (const Value* v : op.operands())
       if (v && freed_.count(v)) opError(op, "uses a buffer after its free");
     if (op.kind() == OpKind::Free) {
       const Value* v = op.operand(0);
-      if (v && (v->isArg() ||
-                (v->def()->kind() != OpKind::Alloc && v->def()->kind() != OpKind::TransferTo)))
-        opError(op, "free of a value that alloc or transfer_to did not make");
+      if (v && (v->isArg() || (v->def()->kind() != OpKind::AllocBuffer &&
+                               v->def()->kind() != OpKind::TransferTo)))
+        opError(op, "free of a value that alloc_buffer or transfer_to did not make");
       if (v) freed_.insert(v);
     }
     if (!firstHost_) firstHost_ = &op;

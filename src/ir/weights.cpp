@@ -7,9 +7,15 @@ namespace kiln {
 
 Result<HostTensor> WeightStore::get(const std::string& name) {
   if (auto it = cache_.find(name); it != cache_.end()) return it->second;
-  if (const HostTensor* t = module_.weightData(name)) return *t;
   const WeightDecl* decl = module_.lookupWeight(name);
   if (!decl) return error(Loc{}, "no weight named @" + name + " is declared in the module");
+  if (const HostTensor* t = module_.weightData(name)) {
+    if (!decl->type.isStatic() || Type::tensor(t->elem(), t->shape()) != decl->type)
+      return error(decl->loc, "weight @" + name + ": the data held in memory is " +
+                                  Type::tensor(t->elem(), t->shape()).str() +
+                                  " but the declaration says " + decl->type.str());
+    return *t;
+  }
 
   std::filesystem::path file(decl->file);
   if (file.is_relative() && !module_.baseDir().empty())

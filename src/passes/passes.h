@@ -24,8 +24,8 @@ struct ScheduleOptions {
   std::string device = "ref[0]"; // the device every dispatch runs on
 };
 std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
-// Names of the functions that some `dispatch` in the module runs (kernels, not entries).
-std::set<std::string> dispatchedKernels(const Module& m);
+// Names of the functions that some `launch` in the module runs (kernels, not entries).
+std::set<std::string> launchedKernels(const Module& m);
 
 // Constant folding only produces results of at most this many elements: a larger result
 // would grow the IR text and the module, and computing it at run time costs no more.

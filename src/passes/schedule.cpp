@@ -1,11 +1,11 @@
 // schedule: lowers each tensor function to a host schedule plus one kernel per op.
 //
 // Requires:    every dim is known (run shape-infer first). Functions that already hold host
-//              ops, and the kernels their dispatches name, are left as they are (a
+//              ops, and the kernels their launches name, are left as they are (a
 //              hand-written or partly scheduled module).
 // Guarantees:  each function holds only host ops and `return`: arguments are uploaded
-//              with `transfer_to`, each tensor op becomes `alloc` of its results and a
-//              `dispatch` of a new kernel function @F.kN (the op alone, tensor-level, run by
+//              with `transfer_to`, each tensor op becomes `alloc_buffer` of its results and a
+//              `launch` of a new kernel function @F.kN (the op alone, tensor-level, run by
 //              the target's executable), weights become `load_weight`; every buffer that is
 //              not returned is freed right after its last use, so the live set, not the sum
 //              of all tensors, bounds memory; `wait` precedes `return`.
@@ -13,8 +13,8 @@
 //
 //   func @f(%x: tensor<4xf32>) -> (tensor<4xf32>) {     func @f(%x: tensor<4xf32>) -> (...) {
 //     %0 = exp %x : tensor<4xf32>                  =>     %0 = transfer_to %x {device = "ref[0]"}
-//     return %0                                           %1 = alloc {device = "ref[0]"}
-//   }                                                     dispatch %0, %1 {kernel = "f.k0", ...}
+//     return %0                                           %1 = alloc_buffer {device = "ref[0]"}
+//   }                                                     launch %0, %1 {kernel = "f.k0", ...}
 //                                                         free %0
 //                                                         wait {device = "ref[0]"}
 //                                                         return %1
@@ -39,11 +39,11 @@ bool isTensorFunc(const Func& f) {
 
 } // namespace
 
-std::set<std::string> dispatchedKernels(const Module& m) {
+std::set<std::string> launchedKernels(const Module& m) {
   std::set<std::string> out;
   for (const auto& f : m.funcs())
     for (const auto& op : f->ops())
-      if (op->kind() == OpKind::Dispatch) out.insert(op->attrs().getStr("kernel"));
+      if (op->kind() == OpKind::Launch) out.insert(op->attrs().getStr("kernel"));
   return out;
 }
 
@@ -62,7 +62,7 @@ public:
   explicit SchedulePass(ScheduleOptions opts) : opts_(std::move(opts)) {}
 
   Status run(Module& m) override {
-    std::set<std::string> kernels = dispatchedKernels(m);
+    std::set<std::string> kernels = launchedKernels(m);
     std::vector<Func*> funcs;
     for (const auto& f : m.funcs())
       if (isTensorFunc(*f) && !kernels.count(f->name())) funcs.push_back(f.get());
@@ -114,14 +114,14 @@ private:
       m.addFunc(outline(*op, name));
       std::vector<Value*> operands = op->operands();
       for (size_t r = 0; r < op->numResults(); ++r) {
-        Op* a =
-            insertOp(f, op, OpKind::Alloc, {}, deviceAttr(), {op->result(r)->type()}, op->loc());
+        Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(), {op->result(r)->type()},
+                         op->loc());
         operands.push_back(a->result());
       }
       Attrs d = deviceAttr();
       d.set("kernel", name);
       d.set("outputs", static_cast<int64_t>(op->numResults()));
-      insertOp(f, op, OpKind::Dispatch, operands, std::move(d), {}, op->loc());
+      insertOp(f, op, OpKind::Launch, operands, std::move(d), {}, op->loc());
       for (size_t r = 0; r < op->numResults(); ++r)
         op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
       op->dropOperands();
@@ -153,7 +153,7 @@ private:
     std::map<const Op*, size_t> position;
     for (size_t i = 0; i < ops.size(); ++i) position[ops[i]] = i;
     for (Op* op : ops) {
-      if (op->kind() != OpKind::Alloc && op->kind() != OpKind::TransferTo) continue;
+      if (op->kind() != OpKind::AllocBuffer && op->kind() != OpKind::TransferTo) continue;
       Value* buf = op->result();
       size_t last = position[op];
       bool returned = false;

@@ -75,7 +75,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
                                     std::string(op->name()) + "'; it was not scheduled");
       if (!op->attrs().has("device")) continue;
       KILN_TRY(size_t d, ex->deviceIndex(op->attrs().getStr("device"), op->loc()));
-      if (op->kind() != OpKind::Dispatch) continue;
+      if (op->kind() != OpKind::Launch) continue;
       std::string kernel = op->attrs().getStr("kernel");
       if (ex->kernels_.count({kernel, d})) continue;
       const hal::Executable* exe = ex->devices_[d]->executable.get();
@@ -86,11 +86,11 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
           found = true;
         }
       if (!found)
-        return error(op->loc(), "dispatch of @" + kernel + ": the executable for " +
+        return error(op->loc(), "launch of @" + kernel + ": the executable for " +
                                     ex->devices_[d]->device->id().str() + " has no such kernel");
       int64_t outs = op->attrs().getInt("outputs");
       if (outs < 0 || static_cast<size_t>(outs) > op->numOperands())
-        return error(op->loc(), "dispatch of @" + kernel + " has " + std::to_string(outs) +
+        return error(op->loc(), "launch of @" + kernel + " has " + std::to_string(outs) +
                                     " outputs but " + std::to_string(op->numOperands()) +
                                     " operands");
     }
@@ -199,7 +199,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       dev = d;
     }
     switch (op.kind()) {
-    case OpKind::Alloc: {
+    case OpKind::AllocBuffer: {
       KILN_TRY(Slot s, newSlot(op, *dev));
       env[op.result(0)] = std::move(s);
       break;
@@ -240,7 +240,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       env[op.result(0)] = std::move(s);
       break;
     }
-    case OpKind::Dispatch: {
+    case OpKind::Launch: {
       size_t outs = static_cast<size_t>(op.attrs().getInt("outputs"));
       std::vector<hal::Binding> in, out;
       for (size_t i = 0; i < op.numOperands(); ++i) {

@@ -3,8 +3,8 @@
 // uploaded to a device on first use and kept there for later calls.
 //
 // A call binds the symbols from the inputs' shapes (count, element types, shapes, symbol
-// ranges and divisibility are checked first), then walks the host function: `alloc`
-// allocates, `transfer_to` uploads or copies, `dispatch` records into the device's pending
+// ranges and divisibility are checked first), then walks the host function: `alloc_buffer`
+// allocates, `transfer_to` uploads or copies, `launch` records into the device's pending
 // command buffer, `free` releases a buffer after submitting the pending work that may read it,
 // `wait` submits the pending work and waits on the device's timeline semaphore, `return` waits for
 // every device and reads the results back. One executor runs one call at a time.

@@ -80,11 +80,7 @@ Result<std::string> serializeProgram(const Program& p) {
   meta["stats"] = nlohmann::json::array();
   for (const FunctionStats& s : p.stats) meta["stats"].push_back(statsJson(s));
 
-  // Weights held in memory (an imported model's) have no file to reference: embed them.
-  std::map<std::string, HostTensor> embedded = p.embeddedWeights;
-  for (const WeightDecl& w : p.host->weights())
-    if (const HostTensor* t = p.host->weightData(w.name)) embedded.emplace(w.name, *t);
-
+  const std::map<std::string, HostTensor>& embedded = p.embeddedWeights;
   std::vector<PendingSection> sections;
   std::string weights;
   for (const auto& [name, t] : embedded) {

@@ -1,7 +1,7 @@
 // Program: a compiled module in memory, as the compiler produces it and a .kmod file holds
 // it, and as the executor runs it.
 //
-//   host           the host functions (entry points: alloc / dispatch / transfer_to /
+//   host           the host functions (entry points: alloc_buffer / launch / transfer_to /
 //                  load_weight / wait / free, ending in return), the symbols with their
 //                  ranges, and the weight declarations. A program compiled in memory keeps
 //                  its kernel functions in the same module; they are never entry points.

@@ -518,7 +518,7 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
     case OpKind::Weight:
     case OpKind::Iota:
     case OpKind::Range:
-    case OpKind::Alloc:
+    case OpKind::AllocBuffer:
     case OpKind::TransferTo:
     case OpKind::LoadWeight: declared = {T({4})}; break;
     case OpKind::Transpose: a.set("perm", Ints{1, 0}); break;

@@ -10,9 +10,9 @@ static KernelResult hostOp(const KernelCtx& c) {
                     "interpreter");
 }
 
-KernelResult kernelAlloc(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelAllocBuffer(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelFree(const KernelCtx& c) { return hostOp(c); }
-KernelResult kernelDispatch(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelLaunch(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelTransferTo(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadWeight(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
