@@ -179,6 +179,10 @@ Status concatOp(Ctx& c) {
     xs.push_back(x);
   }
   if (xs.empty()) return c.err("needs at least one input");
+  for (const Val& x : xs)
+    if (x.rank() != xs[0].rank())
+      return c.err("inputs of rank " + std::to_string(xs[0].rank()) + " and " +
+                   std::to_string(x.rank()) + " cannot be joined");
   KILN_TRY(int64_t axis, c.attrInt("axis", 0));
   KILN_TRY(axis, normAxis(c, axis, xs[0].rank()));
   // Empty pieces add nothing (PyTorch emits them), and concat of one is that one.
