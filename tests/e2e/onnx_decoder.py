@@ -6,6 +6,8 @@ examples/onnx/llama/ (a Llama-style decoder, dynamic `seq`) and examples/onnx/gp
 shapes (examples/onnx/export_*.py make them). Each model is imported once (`kiln import`
 -> .kir + .safetensors) and that module is run at every shape; it is also run straight
 from the .onnx (`kiln run model.onnx`). Both must match PyTorch with rtol 1e-3, atol 1e-4.
+examples/onnx/kv/ (a decoder step with a KV cache: symbolic slice starts, past length 0)
+is imported once with --symbol=past=0:64 and run for several (seq, past) pairs.
 Then broken copies of the Llama model (truncated, corrupted) must give `error:` and exit 1,
 never a crash.
 
@@ -65,6 +67,36 @@ def check_model(kiln, source_root, name, result_type, tmp):
     return failures
 
 
+def check_kv_cache(kiln, source_root, tmp):
+    """examples/onnx/kv: a decoder step with a KV cache (symbols seq and past, past may
+    be 0), imported once with --symbol=past=0:64 and run for each (seq, past)."""
+    model_dir = os.path.join(source_root, "examples", "onnx", "kv")
+    kir = os.path.join(tmp, "kv.kir")
+    r = run([kiln, "import", os.path.join(model_dir, "model.onnx"), "--symbol=past=0:64", "-o", kir])
+    if r.returncode != 0:
+        print("FAIL import kv:", r.stderr)
+        return 1
+    failures = 0
+    cases = sorted({p[len(model_dir) + 5:-4] for p in glob.glob(os.path.join(model_dir, "in0_*.npy"))})
+    for case in cases:
+        out_dir = os.path.join(tmp, f"kv_{case}")
+        r = run([kiln, "run", kir] + [f"--input=@{model_dir}/in{i}_{case}.npy" for i in range(3)]
+                + [f"--output-dir={out_dir}"])
+        if r.returncode != 0:
+            print(f"FAIL run kv {case}:", r.stderr)
+            failures += 1
+            continue
+        for i in range(3):
+            got = np.load(os.path.join(out_dir, f"{i}.npy"))
+            want = np.load(os.path.join(model_dir, f"out{i}_{case}.npy"))
+            ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL)
+            err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+            print(f"{'PASS' if ok else 'FAIL'} kv seq_past={case} output {i} "
+                  f"shape={list(want.shape)} largest error {err:.3g}")
+            failures += not ok
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -75,6 +107,7 @@ def main():
         for name, sym_type in (("llama", "tensor<1x{seq}x64xf32>"),
                                ("gpt", "tensor<{batch}x{seq}x50xf32>")):
             failures += check_model(args.kiln, args.source_root, name, sym_type, tmp)
+        failures += check_kv_cache(args.kiln, args.source_root, tmp)
         model_dir = os.path.join(args.source_root, "examples", "onnx", "llama")
         model = os.path.join(model_dir, "model.onnx")
         lengths = sorted(int(p.split("_")[-1][:-4]) for p in glob.glob(os.path.join(model_dir, "ids_*.npy")))
