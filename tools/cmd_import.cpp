@@ -21,12 +21,14 @@ outputs. Initializers larger than 64 elements become weights written to --weight
 
   -o, --output=FILE.kir     where to write the IR (default: standard output)
   --weights=FILE            where to write the weights (safetensors)
+  --symbol=NAME=LO:HI       range of the symbol made from dim_param NAME (default 1:65536;
+                            repeatable), e.g. --symbol=seq=1:2048
   -h, --help                show this help
 )";
 
 int runImport(const std::vector<std::string>& args) {
-  static const std::vector<FlagSpec> specs = {{"output", true, false, "o"},
-                                              {"weights", true, false, ""}};
+  static const std::vector<FlagSpec> specs = {
+      {"output", true, false, "o"}, {"weights", true, false, ""}, {"symbol", true, true, ""}};
   auto parsed = parseArgs(args, specs, "import");
   if (!parsed.ok()) return fail(parsed.diags());
   const ParsedArgs& a = *parsed;
@@ -48,6 +50,25 @@ int runImport(const std::vector<std::string>& args) {
                                      : std::filesystem::absolute(out).parent_path();
     opts.weightsFile =
         std::filesystem::absolute(weightsPath).lexically_relative(base).generic_string();
+  }
+  for (const std::string& spec : a.all("symbol")) {
+    size_t eq = spec.find('='), colon = spec.find(':', eq == std::string::npos ? 0 : eq);
+    int64_t lo = 0, hi = 0;
+    bool good = eq != std::string::npos && eq > 0 && colon != std::string::npos;
+    try {
+      if (good) {
+        size_t n1 = 0, n2 = 0;
+        lo = std::stoll(spec.substr(eq + 1, colon - eq - 1), &n1);
+        hi = std::stoll(spec.substr(colon + 1), &n2);
+        good = n1 == colon - eq - 1 && n2 == spec.size() - colon - 1 && lo >= 0 && lo <= hi;
+      }
+    } catch (const std::exception&) {
+      good = false;
+    }
+    if (!good)
+      return fail(error(Loc::named("--symbol"),
+                        "expected NAME=LO:HI with 0 <= LO <= HI, got '" + spec + "'"));
+    opts.symbolRanges[spec.substr(0, eq)] = {lo, hi};
   }
   auto imported = onnx::importFile(a.positional[0], opts);
   if (!imported.ok()) return fail(imported.diags());

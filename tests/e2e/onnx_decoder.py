@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""End-to-end test of the ONNX frontend with the exported Llama-style decoder.
+"""End-to-end test of the ONNX frontend with PyTorch-exported decoders.
 
-examples/onnx/llama/ holds a PyTorch export (dynamic sequence length `seq`) and PyTorch's
-logits at several lengths (examples/onnx/export_llama.py makes them). The model is imported
-once (`kiln import` -> .kir + .safetensors) and that module is run at every length; it is
-also run straight from the .onnx (`kiln run model.onnx`). Both must match PyTorch with
-rtol 1e-3, atol 1e-4. Then broken copies of the model (truncated, corrupted) must give
-`model.onnx...: error:` and exit 1, never a crash.
+examples/onnx/llama/ (a Llama-style decoder, dynamic `seq`) and examples/onnx/gpt/ (dynamic
+`batch` and `seq`, other export paths) hold PyTorch exports and PyTorch's logits at several
+shapes (examples/onnx/export_*.py make them). Each model is imported once (`kiln import`
+-> .kir + .safetensors) and that module is run at every shape; it is also run straight
+from the .onnx (`kiln run model.onnx`). Both must match PyTorch with rtol 1e-3, atol 1e-4.
+examples/onnx/kv/ (a decoder step with a KV cache: symbolic slice starts, past length 0)
+is imported once with --symbol=past=0:64 and run for several (seq, past) pairs.
+Then broken copies of the Llama model (truncated, corrupted) must give `error:` and exit 1,
+never a crash.
 
 usage: onnx_decoder.py --kiln PATH --source-root DIR
 """
@@ -27,45 +30,87 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", timeout=120)
 
 
+def check_model(kiln, source_root, name, result_type, tmp):
+    """Imports examples/onnx/NAME once and runs it at every reference shape."""
+    model_dir = os.path.join(source_root, "examples", "onnx", name)
+    model = os.path.join(model_dir, "model.onnx")
+    kir = os.path.join(tmp, f"{name}.kir")
+    r = run([kiln, "import", model, "-o", kir])
+    if r.returncode != 0:
+        print(f"FAIL import {name}:", r.stderr)
+        return 1
+    failures = 0
+    text = open(kir).read()
+    if "symbol seq in" not in text or result_type not in text:
+        print(f"FAIL import {name}: the dynamic dims are not symbolic ({result_type})")
+        failures += 1
+    lengths = sorted(int(p.split("_")[-1][:-4]) for p in glob.glob(os.path.join(model_dir, "ids_*.npy")))
+    if len(lengths) < 2:
+        print(f"FAIL {name}: fewer than two reference shapes")
+        return failures + 1
+    for t in lengths:
+        ids = os.path.join(model_dir, f"ids_{t}.npy")
+        want = np.load(os.path.join(model_dir, f"logits_{t}.npy"))
+        for source in (kir, model):
+            out = os.path.join(tmp, f"out_{name}_{t}.npy")
+            r = run([kiln, "run", source, f"--input=@{ids}", f"--output=@{out}"])
+            if r.returncode != 0:
+                print(f"FAIL run {name} {os.path.basename(source)} seq={t}:", r.stderr)
+                failures += 1
+                continue
+            got = np.load(out)
+            err = float(np.abs(got - want).max())
+            ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL)
+            print(f"{'PASS' if ok else 'FAIL'} {name} {os.path.basename(source)} "
+                  f"shape={list(want.shape)} largest error {err:.3g}")
+            failures += not ok
+    return failures
+
+
+def check_kv_cache(kiln, source_root, tmp):
+    """examples/onnx/kv: a decoder step with a KV cache (symbols seq and past, past may
+    be 0), imported once with --symbol=past=0:64 and run for each (seq, past)."""
+    model_dir = os.path.join(source_root, "examples", "onnx", "kv")
+    kir = os.path.join(tmp, "kv.kir")
+    r = run([kiln, "import", os.path.join(model_dir, "model.onnx"), "--symbol=past=0:64", "-o", kir])
+    if r.returncode != 0:
+        print("FAIL import kv:", r.stderr)
+        return 1
+    failures = 0
+    cases = sorted({p[len(model_dir) + 5:-4] for p in glob.glob(os.path.join(model_dir, "in0_*.npy"))})
+    for case in cases:
+        out_dir = os.path.join(tmp, f"kv_{case}")
+        r = run([kiln, "run", kir] + [f"--input=@{model_dir}/in{i}_{case}.npy" for i in range(3)]
+                + [f"--output-dir={out_dir}"])
+        if r.returncode != 0:
+            print(f"FAIL run kv {case}:", r.stderr)
+            failures += 1
+            continue
+        for i in range(3):
+            got = np.load(os.path.join(out_dir, f"{i}.npy"))
+            want = np.load(os.path.join(model_dir, f"out{i}_{case}.npy"))
+            ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL)
+            err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+            print(f"{'PASS' if ok else 'FAIL'} kv seq_past={case} output {i} "
+                  f"shape={list(want.shape)} largest error {err:.3g}")
+            failures += not ok
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--source-root", required=True)
     args = ap.parse_args()
-    model_dir = os.path.join(args.source_root, "examples", "onnx", "llama")
-    model = os.path.join(model_dir, "model.onnx")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        kir = os.path.join(tmp, "llama.kir")
-        r = run([args.kiln, "import", model, "-o", kir])
-        if r.returncode != 0:
-            print("FAIL import:", r.stderr)
-            return 1
-        text = open(kir).read()
-        if "symbol seq in" not in text or "tensor<1x{seq}x64xf32>" not in text:
-            print("FAIL import: the sequence length is not symbolic")
-            failures += 1
+        for name, sym_type in (("llama", "tensor<1x{seq}x64xf32>"),
+                               ("gpt", "tensor<{batch}x{seq}x50xf32>")):
+            failures += check_model(args.kiln, args.source_root, name, sym_type, tmp)
+        failures += check_kv_cache(args.kiln, args.source_root, tmp)
+        model_dir = os.path.join(args.source_root, "examples", "onnx", "llama")
+        model = os.path.join(model_dir, "model.onnx")
         lengths = sorted(int(p.split("_")[-1][:-4]) for p in glob.glob(os.path.join(model_dir, "ids_*.npy")))
-        if len(lengths) < 2:
-            print("FAIL: fewer than two reference lengths")
-            return 1
-        for t in lengths:
-            ids = os.path.join(model_dir, f"ids_{t}.npy")
-            want = np.load(os.path.join(model_dir, f"logits_{t}.npy"))
-            for source in (kir, model):
-                out = os.path.join(tmp, f"out_{t}.npy")
-                r = run([args.kiln, "run", source, f"--input=@{ids}", f"--output=@{out}"])
-                if r.returncode != 0:
-                    print(f"FAIL run {os.path.basename(source)} seq={t}:", r.stderr)
-                    failures += 1
-                    continue
-                got = np.load(out)
-                err = float(np.abs(got - want).max())
-                ok = got.shape == want.shape and np.allclose(got, want, rtol=RTOL, atol=ATOL)
-                print(f"{'PASS' if ok else 'FAIL'} {os.path.basename(source)} seq={t} "
-                      f"largest error {err:.3g}")
-                failures += not ok
-
         # Broken models: a diagnostic naming the file, exit 1.
         data = open(model, "rb").read()
         rng = random.Random(7)

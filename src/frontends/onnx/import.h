@@ -27,8 +27,11 @@ struct ImportOptions {
   // Graph inputs whose values are given here become constants instead of arguments (the
   // conformance runner uses it for inputs that determine shapes).
   std::map<std::string, HostTensor> constantInputs;
-  // Range of the symbols made from ONNX dim_param names.
+  // Range of the symbols made from ONNX dim_param names: [1, symbolMax] unless
+  // symbolRanges names the symbol (by its kiln name); a named symbol the model does not
+  // have is an error.
   int64_t symbolMax = 65536;
+  std::map<std::string, std::pair<int64_t, int64_t>> symbolRanges;
 };
 
 struct Imported {

@@ -58,6 +58,10 @@ Result<SymExpr> Importer::symbolFor(const std::string& param, const std::string&
   std::string sym = identifier(param, fallback);
   if (!module_->symbols().lookup(sym)) {
     SymbolInfo info{sym, 1, opts_.symbolMax, 1, Loc::named(name_)};
+    if (auto it = opts_.symbolRanges.find(sym); it != opts_.symbolRanges.end()) {
+      info.lo = it->second.first;
+      info.hi = it->second.second;
+    }
     KILN_CHECK(module_->symbols().declare(info));
   }
   return SymExpr::symbol(sym);
@@ -133,6 +137,9 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
     c.values[vi.name()] = Val{arg, std::nullopt, std::nullopt};
     out_.inputNames.push_back(vi.name());
   }
+  for (const auto& [sym, range] : opts_.symbolRanges)
+    if (!module_->symbols().lookup(sym))
+      return err("a range is given for symbol '" + sym + "' but no input dim is named so");
   for (const auto& t : g.initializer()) KILN_CHECK(addInitializer(c, t));
 
   const Registry& reg = registry();

@@ -284,6 +284,7 @@ Status globalPool(Ctx& c, OpKind k) {
 
 // A per-channel parameter [C] reshaped to [C, 1, ...] to broadcast against N x C x spatial.
 Result<Val> perChannel(Ctx& c, const Val& p, int64_t rank) {
+  if (p.rank() != 1) return c.err("per-channel parameters must be 1-D, got " + p.type().str());
   Shape s{p.type().dim(0)};
   for (int64_t i = 2; i < rank; ++i) s.push_back(Dim(1));
   return reshapeTo(c, p, s);

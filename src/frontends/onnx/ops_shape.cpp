@@ -179,6 +179,10 @@ Status concatOp(Ctx& c) {
     xs.push_back(x);
   }
   if (xs.empty()) return c.err("needs at least one input");
+  for (const Val& x : xs)
+    if (x.rank() != xs[0].rank())
+      return c.err("inputs of rank " + std::to_string(xs[0].rank()) + " and " +
+                   std::to_string(x.rank()) + " cannot be joined");
   KILN_TRY(int64_t axis, c.attrInt("axis", 0));
   KILN_TRY(axis, normAxis(c, axis, xs[0].rank()));
   // Empty pieces add nothing (PyTorch emits them), and concat of one is that one.
@@ -245,29 +249,48 @@ Status splitOp(Ctx& c) {
 }
 
 // Slice along one axis where the bounds are symbolic: a gather of a range of indices.
+// A start that is not a constant (a KV-cache offset, or a negative start on a symbolic
+// dim) is added at run time: `startRuntime` is its 0-D value when it comes from data.
 Result<Val> symbolicSlice(Ctx& c, const Val& x, int64_t axis, SymExpr start, SymExpr end,
-                          int64_t step) {
+                          int64_t step, std::optional<Val> startRuntime) {
   KILN_TRY(SymExpr dim, dimExpr(c, x.type(), axis));
-  auto sv = start.constantValue();
-  if (!sv || step <= 0)
-    return c.err("a slice with a symbolic start or a negative step along a symbolic dim is "
-                 "not supported");
-  int64_t s = *sv;
-  if (s < 0) {
-    if (!dim.isConstant()) return c.err("a negative slice start on a symbolic dim");
-    s = std::max<int64_t>(0, s + *dim.constantValue());
+  if (step <= 0) return c.err("a slice with a negative step along a symbolic dim is not supported");
+  std::optional<Val> startVal;
+  if (auto sv = start.constantValue(); sv && *sv < 0) {
+    if (auto dv = dim.constantValue()) {
+      start = SymExpr::constant(std::max<int64_t>(0, *sv + *dv));
+    } else {
+      // dim + start, at least 0, from the run-time size of the dim.
+      start = simplify(c, SymExpr::max(dim + start, SymExpr::constant(0)));
+      Attrs da;
+      da.set("axis", axis);
+      KILN_TRY(Val d, c.op(OpKind::Dim, {x}, std::move(da)));
+      KILN_TRY(d, c.op(OpKind::Add, {d, c.scalar(ElemType::I64, double(*sv))}));
+      KILN_TRY(d, c.op(OpKind::Max, {d, c.scalar(ElemType::I64, 0)}));
+      startVal = d;
+    }
+  } else if (!sv) {
+    if (!startRuntime) return c.err("the slice start depends on run-time data");
+    startVal = startRuntime;
   }
-  if (auto ev = end.constantValue()) {
-    if (*ev < 0) end = dim + end;
-  }
-  end = simplify(c, SymExpr::min(end, dim));
-  if (s == 0 && step == 1 && end == dim) return x; // x[:n] with n the whole dim
-  SymExpr len = simplify(c, SymExpr::ceilDiv(end - SymExpr::constant(s), SymExpr::constant(step)));
-  if (len.isConstant() && *len.constantValue() < 0) len = SymExpr::constant(0);
+  if (auto ev = end.constantValue(); ev && *ev < 0) end = dim + end;
+  // A constant end clamps to the dim (x[:INT64_MAX]). A symbolic end that the symbols'
+  // ranges do not show to be within the dim is taken as within it (mask[p:p+t] of a
+  // buffer): if it is not at run time, the gather's index check fails loudly instead of
+  // the slice silently shrinking.
+  SymExpr clamped = simplify(c, SymExpr::min(end, dim));
+  end = end.isConstant() || clamped == dim ? clamped : simplify(c, end);
+  if (start == SymExpr::constant(0) && step == 1 && end == dim) return x; // x[:n], n the dim
+  SymExpr len = simplify(c, SymExpr::max(SymExpr::ceilDiv(end - start, SymExpr::constant(step)),
+                                         SymExpr::constant(0)));
   Attrs ra;
-  ra.set("start", static_cast<double>(s));
+  ra.set("start", startVal ? 0.0 : static_cast<double>(*start.constantValue()));
   ra.set("delta", static_cast<double>(step));
   KILN_TRY(Val idx, c.op(OpKind::Range, {}, std::move(ra), {Type(ElemType::I64, {Dim(len)})}));
+  if (startVal) {
+    KILN_TRY(Val sv64, c.cast(*startVal, ElemType::I64));
+    KILN_TRY(idx, c.op(OpKind::Add, {idx, sv64}));
+  }
   return c.op(OpKind::Gather, {x, idx}, axisAttr(axis));
 }
 
@@ -320,7 +343,18 @@ Status sliceOp(Ctx& c) {
       cst.push_back(steps[i]);
       continue;
     }
-    KILN_TRY(y, symbolicSlice(c, y, axes[i], starts[i], ends[i], steps[i]));
+    std::optional<Val> startRuntime;
+    if (!sv && c.opset() >= 10) {
+      KILN_TRY(Val sval, c.input(1));
+      if (sval.rank() == 1) {
+        KILN_TRY(Val e,
+                 c.op(OpKind::Gather, {sval, c.scalar(ElemType::I64, double(i))}, axisAttr(0)));
+        startRuntime = e;
+      } else if (sval.rank() == 0) {
+        startRuntime = sval;
+      }
+    }
+    KILN_TRY(y, symbolicSlice(c, y, axes[i], starts[i], ends[i], steps[i], startRuntime));
   }
   if (!ca.empty()) {
     Attrs a;
