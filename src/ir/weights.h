@@ -17,8 +17,6 @@ public:
   // The weight's data; an error (at the declaration's location) when the file is missing
   // or unreadable, the tensor is absent, or its dtype/shape differ from the declaration.
   Result<HostTensor> get(const std::string& name);
-  // Supplies a weight's data directly (an in-memory import); get() then returns it.
-  void preload(const std::string& name, HostTensor t) { cache_[name] = std::move(t); }
 
 private:
   const Module& module_;

@@ -306,8 +306,8 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       }
       inputs.push_back(it->second);
     }
+    for (const auto& [wn, t] : im.weights) im.module->setWeightData(wn, t);
     WeightStore weights(*im.module);
-    for (const auto& [wn, t] : im.weights) weights.preload(wn, t);
     auto results = interpret(*im.module->funcs()[0], inputs, weights);
     if (!results.ok()) {
       line = "FAIL " + name + ": " + results.diags().list[0].str();

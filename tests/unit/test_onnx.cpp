@@ -82,8 +82,8 @@ HostTensor F32(std::vector<int64_t> shape, const std::vector<double>& v) {
 }
 
 std::vector<HostTensor> run(const kiln::onnx::Imported& im, const std::vector<HostTensor>& in) {
+  for (const auto& [n, t] : im.weights) im.module->setWeightData(n, t);
   WeightStore w(*im.module);
-  for (const auto& [n, t] : im.weights) w.preload(n, t);
   auto r = interpret(*im.module->funcs()[0], in, w);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
   return *r;
