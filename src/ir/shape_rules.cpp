@@ -735,6 +735,24 @@ Types infer(const Ctx& c) {
   case OpKind::Range: return range(c);
   case OpKind::Dim: return dimOp(c);
   case OpKind::Return: return std::vector<Type>{};
+  // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
+  // kernel-level ops are typed by the kernel verifier.
+  case OpKind::Dispatch:
+#define KILN_KERNEL_CASE(id) case OpKind::id:
+    KILN_KERNEL_CASE(KernelConfig)
+    KILN_KERNEL_CASE(WorkgroupId) KILN_KERNEL_CASE(LocalId) KILN_KERNEL_CASE(SymbolValue)
+        KILN_KERNEL_CASE(IConst) KILN_KERNEL_CASE(SConst) KILN_KERNEL_CASE(IAdd)
+            KILN_KERNEL_CASE(ISub) KILN_KERNEL_CASE(IMul) KILN_KERNEL_CASE(IFloorDiv)
+                KILN_KERNEL_CASE(ICeilDiv) KILN_KERNEL_CASE(IMod) KILN_KERNEL_CASE(IMin)
+                    KILN_KERNEL_CASE(IMax) KILN_KERNEL_CASE(ICmp) KILN_KERNEL_CASE(SSelect)
+                        KILN_KERNEL_CASE(ICast) KILN_KERNEL_CASE(Compute) KILN_KERNEL_CASE(Alloc)
+                            KILN_KERNEL_CASE(Load) KILN_KERNEL_CASE(MaskedLoad)
+                                KILN_KERNEL_CASE(Store) KILN_KERNEL_CASE(MaskedStore)
+                                    KILN_KERNEL_CASE(VectorLoad) KILN_KERNEL_CASE(VectorStore)
+                                        KILN_KERNEL_CASE(Barrier) KILN_KERNEL_CASE(For)
+                                            KILN_KERNEL_CASE(EndFor)
+#undef KILN_KERNEL_CASE
+                                                return c.declared;
   }
   return c.err("has no shape rule");
 }

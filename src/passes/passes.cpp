@@ -15,6 +15,15 @@ const std::vector<PassInfo>& registeredPasses() {
          createCanonicalizePass},
         {"cse", "merge ops that compute the same value from the same operands", createCsePass},
         {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
+        {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch",
+         createFusePass},
+        {"tile", "choose workgroup shapes and tiles that fit the target (--target, --tile-config)",
+         createTilePass},
+        {"lower", "turn tensor-level kernels into kernel IR and check their resources",
+         createLowerPass},
+        {"pad",
+         "pad iteration spaces to tile multiples; guard accesses where bounds cannot prove them",
+         createPadPass},
         {"shape-infer", "replace '?' dims by what the shape rules compute; check known ones",
          createShapeInferPass},
     };
@@ -37,6 +46,10 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
+      // fuse first: the others transform dispatches. collapse-dims before tile: tiles are
+      // chosen for the final iteration space. pad after tile: it needs the tiles. lower last.
+      {"codegen", "shape-infer,fuse,tile,pad,lower",
+       "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;
 }

@@ -16,6 +16,11 @@ std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
+std::unique_ptr<Pass> createFusePass();
+std::unique_ptr<Pass> createCollapseDimsPass();
+std::unique_ptr<Pass> createPadPass();
+std::unique_ptr<Pass> createTilePass();
+std::unique_ptr<Pass> createLowerPass();
 
 // Constant folding only produces results of at most this many elements: a larger result
 // would grow the IR text and the module, and computing it at run time costs no more.
