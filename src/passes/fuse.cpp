@@ -1,7 +1,7 @@
 // fuse: dispatch formation. Groups the tensor ops of each function into kernels.
 //
 // Requires:    a verified tensor-level module (shape-infer run: no `?` dims).
-// Guarantees:  every computing op of a non-kernel function is inside exactly one kernel
+// Guarantees:  every live computing op of a non-kernel function is inside exactly one kernel
 //              function, called by one `dispatch`; sources (constant, weight, iota, range,
 //              dim) stay in the caller and are passed as operands; a kernel has at most one
 //              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
@@ -171,6 +171,10 @@ void outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) 
       for (const Use& u : v->uses()) outside |= !in.count(u.user);
       if (outside) outputs.push_back(v);
     }
+  if (outputs.empty()) { // dead code: nothing outside reads the group
+    for (auto it = members.rbegin(); it != members.rend(); ++it) f.erase(*it);
+    return;
+  }
   std::string name = freshName(m, f.name(), counter);
   auto kernel = std::make_unique<Func>(name, members.front()->loc());
   std::map<const Value*, Value*> map;

@@ -3,6 +3,8 @@
 // A `dispatch` whose kernel still has a tensor-level body (after `fuse`, before `lower`) is
 // interpreted by running that body, so `kiln run` works at every stage before `lower`.
 // Kernel-level ops run on the `sim` device (src/runtime/sim), never here.
+#include <unordered_map>
+
 #include "ir/interp.h"
 #include "ir/interp/kernels.h"
 
@@ -20,7 +22,21 @@ KernelResult kernelDispatch(const KernelCtx& c) {
       return opError(c, "kernel @" + name +
                             " is lowered to kernel IR; run it on the sim device, not the "
                             "reference interpreter");
-  return interpret(*callee, c.in, *c.weights);
+  if (c.in.size() != callee->numArgs())
+    return opError(c, "passes " + std::to_string(c.in.size()) + " operands to kernel @" + name +
+                          ", which takes " + std::to_string(callee->numArgs()));
+  // The caller's symbol values hold inside the kernel (its dims may be expressions such as
+  // {n + 4} that its own arguments could not bind).
+  std::unordered_map<const Value*, HostTensor> env;
+  for (size_t i = 0; i < c.in.size(); ++i) env.emplace(callee->arg(i), c.in[i]);
+  for (const auto& op : callee->ops()) {
+    std::vector<HostTensor> in;
+    for (const Value* v : op->operands()) in.push_back(env.at(v));
+    if (op->has(kTerminator)) return in;
+    KILN_TRY(auto outs, evalOp(*op, in, c.binding, c.weights));
+    for (size_t r = 0; r < op->numResults(); ++r) env.insert_or_assign(op->result(r), outs[r]);
+  }
+  return opError(c, "kernel @" + name + " has no return");
 }
 
 // Kernel-level ops: refused with a message that says where they run.
