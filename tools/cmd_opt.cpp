@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/codegen.h"
 #include "passes/pass_manager.h"
 
 namespace kiln::cli {
@@ -19,6 +20,12 @@ the result and prints it.
   --verify-each         verify after every pass, naming the pass that broke the IR
   --time-passes         print each pass's time to stderr at the end
   --print-locs          print each op's source location as loc(...)
+  --target=NAME         codegen target: cpu, vulkan:lavapipe, vulkan:nvidia-sm90,
+                        vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942, amdgpu:gfx1100
+  --tile-config=FILE    manual tiles per kernel (JSON, see docs/codegen.md)
+  --emit=kernels        print a report of the kernels (workgroup, shared memory and the
+                        target's limit) instead of the module; runs --pass=codegen when
+                        no --pass is given
   -o, --output=FILE     write the module to FILE instead of stdout
   -h, --help            show this help
 )";
@@ -31,6 +38,9 @@ int runOpt(const std::vector<std::string>& args) {
       {"verify-each", false, false, ""},
       {"time-passes", false, false, ""},
       {"print-locs", false, false, ""},
+      {"target", true, false, ""},
+      {"tile-config", true, false, ""},
+      {"emit", true, false, ""},
       {"output", true, false, "o"},
   };
   auto parsed = parseArgs(args, specs, "opt");
@@ -52,10 +62,27 @@ int runOpt(const std::vector<std::string>& args) {
   pmOpts.printAfterAll = a.has("print-after-all");
   pmOpts.verifyEach = a.has("verify-each");
   pmOpts.timePasses = a.has("time-passes");
+  bool emitKernels = false;
+  if (a.has("emit")) {
+    if (a.get("emit") != "kernels")
+      return fail(error(Loc{}, "--emit: expected 'kernels', got '" + a.get("emit") + "'"));
+    emitKernels = true;
+  }
+  CodegenContext& cg = codegenContext();
+  if (a.has("target")) {
+    auto t = lookupTarget(a.get("target"));
+    if (!t.ok()) return fail(t.diags());
+    cg.target = *t;
+  }
+  if (a.has("tile-config")) {
+    auto cfg = readTileConfig(a.get("tile-config"));
+    if (!cfg.ok()) return fail(cfg.diags());
+    cg.overrides = *cfg;
+  }
   // Build the pipeline before reading the input, so a misspelled pass fails fast.
   PassManager pm(pmOpts);
-  if (a.has("pass")) {
-    Status added = pm.addPipeline(a.get("pass"));
+  if (a.has("pass") || emitKernels) {
+    Status added = pm.addPipeline(a.has("pass") ? a.get("pass") : "codegen");
     if (!added.ok()) return fail(added.diags());
   }
 
@@ -70,6 +97,10 @@ int runOpt(const std::vector<std::string>& args) {
     if (!verified.ok()) return fail(verified.diags());
   }
 
+  if (emitKernels) {
+    std::cout << kernelReport(m, cg.target);
+    return 0;
+  }
   PrintOptions printOpts;
   printOpts.locs = a.has("print-locs");
   std::string text = printModule(m, printOpts);

@@ -133,8 +133,8 @@ void recordPlan(Op& d, const TilePlan& p) {
   d.attrs().set("workgroup", p.workgroup);
 }
 
-std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p,
-                                       const TargetDesc& t) {
+std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, const TargetDesc& t,
+                                       bool checkSharedMemory) {
   auto str = [](const std::vector<int64_t>& v) {
     std::string r = "[";
     for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
@@ -169,10 +169,56 @@ std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p,
     return "tile " + str(p.tile) + " gives each thread " + std::to_string(perThread) +
            " accumulators (at most 256)";
   uint64_t bytes = sharedFootprint(sharedBuffersFor(s, p));
-  if (bytes > t.sharedMemoryBytes)
+  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
     return "tile " + str(p.tile) + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
            t.name + " has " + std::to_string(t.sharedMemoryBytes);
   return std::nullopt;
+}
+
+} // namespace kiln
+
+namespace kiln {
+
+std::string kernelReport(const Module& m, const TargetDesc& t) {
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string r = "[";
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+    return r + "]";
+  };
+  std::string out = "target " + t.name + ": shared memory " + std::to_string(t.sharedMemoryBytes) +
+                    " bytes, " + std::to_string(t.maxWorkgroupInvocations) +
+                    " threads per workgroup\n";
+  int lowered = 0, host = 0, fits = 0;
+  std::set<const Func*> seen;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops()) {
+      if (op->kind() != OpKind::Dispatch) continue;
+      Func* k = dispatchKernel(m, *op);
+      if (!k || !seen.insert(k).second) continue;
+      if (!isLoweredKernel(*k)) {
+        std::string ops;
+        for (const auto& o : k->ops())
+          if (!o->has(kTerminator)) ops += (ops.empty() ? "" : ", ") + std::string(o->name());
+        out += "kernel @" + k->name() + ": not lowered, runs on the host side (" + ops + ")\n";
+        ++host;
+        continue;
+      }
+      ++lowered;
+      std::vector<int64_t> wg{1, 1, 1};
+      for (const auto& o : k->ops())
+        if (o->kind() == OpKind::KernelConfig) wg = o->attrs().getInts("workgroup");
+      uint64_t bytes = sharedFootprint(sharedBuffersOf(*k));
+      bool ok = bytes <= t.sharedMemoryBytes;
+      fits += ok;
+      out += "kernel @" + k->name() + ": workgroup " + list(wg) + ", tile " +
+             list(op->attrs().getInts("tile")) +
+             (op->attrs().getInt("guarded", 1) ? ", guarded" : ", exact") + ", shared " +
+             std::to_string(bytes) + " / " + std::to_string(t.sharedMemoryBytes) + " bytes" +
+             (ok ? "" : "  OVER LIMIT") + "\n";
+    }
+  out += std::to_string(lowered) + " kernels lowered (" + std::to_string(fits) +
+         " within the shared-memory limit), " + std::to_string(host) + " on the host side\n";
+  return out;
 }
 
 } // namespace kiln

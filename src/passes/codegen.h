@@ -65,8 +65,10 @@ TilePlan planOf(const Op& dispatch, const KernelShape& s);
 void recordPlan(Op& dispatch, const TilePlan& p);
 
 // Why a plan cannot be compiled for the target, or nullopt when it can.
-std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p,
-                                       const TargetDesc& t);
+// `checkSharedMemory` = false leaves the shared-memory limit to the final resource check
+// (lower does, so a forced manual plan reaches it).
+std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, const TargetDesc& t,
+                                       bool checkSharedMemory = true);
 
 // The plan `tile` chooses for a kernel without a manual config (collapse-dims uses it to
 // compare footprints before and after a merge).
@@ -77,5 +79,9 @@ Result<TilePlan> chooseTilePlan(const KernelShape& s, const TargetDesc& t, const
 // sharedFootprint and workgroup size against the target; an error names the kernel, the
 // bytes and the limit.
 Status checkKernelResources(const Func& loweredKernel, const TargetDesc& t);
+
+// `--emit=kernels`: one line per kernel with its workgroup size, tile, whether it is
+// guarded, and its shared-memory bytes against the target's limit.
+std::string kernelReport(const Module& m, const TargetDesc& t);
 
 } // namespace kiln

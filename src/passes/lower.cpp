@@ -703,7 +703,7 @@ public:
       if (s.strategy == Strategy::Host) continue;
       KILN_CHECK(checkElemTypes(*k, target));
       TilePlan p = planOf(*d, s);
-      if (std::optional<std::string> why = planProblem(s, p, target))
+      if (std::optional<std::string> why = planProblem(s, p, target, false))
         return error(d->loc(), "kernel @" + k->name() + ": " + *why);
       bool guarded = d->attrs().getInt("guarded", 1) != 0;
       Emitter e(*k, s, p, guarded, target);

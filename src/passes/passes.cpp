@@ -13,6 +13,10 @@ const std::vector<PassInfo>& registeredPasses() {
         // name           description                                                  factory
         {"canonicalize", "fold small constants and apply exact algebraic identities",
          createCanonicalizePass},
+        {"collapse-dims",
+         "merge adjacent parallel dims of dispatches when contiguous and no larger in shared "
+         "memory",
+         createCollapseDimsPass},
         {"cse", "merge ops that compute the same value from the same operands", createCsePass},
         {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
         {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch",
@@ -48,7 +52,7 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
       // fuse first: the others transform dispatches. collapse-dims before tile: tiles are
       // chosen for the final iteration space. pad after tile: it needs the tiles. lower last.
-      {"codegen", "shape-infer,fuse,tile,pad,lower",
+      {"codegen", "shape-infer,fuse,collapse-dims,tile,pad,lower",
        "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;

@@ -83,9 +83,10 @@ Result<TilePlan> choose(const KernelShape& s, const TargetDesc& t, const SymbolT
     size_t r = s.outShape.size();
     int64_t wx = 16, wy = 16;
     while (wx * wy > t.maxWorkgroupInvocations) (wy > 1 ? wy : wx) /= 2;
-    int64_t tm = std::max(wy, std::min<int64_t>(64, pow2AtLeast(upper(s.outShape[r - 2], syms))));
-    int64_t tn = std::max(wx, std::min<int64_t>(64, pow2AtLeast(upper(s.outShape[r - 1], syms))));
-    p.tile = {tm, tn, 16};
+    // Start big (128 x 128 x 32) but never beyond the extents' upper bounds.
+    int64_t tm = std::max(wy, std::min<int64_t>(128, pow2AtLeast(upper(s.outShape[r - 2], syms))));
+    int64_t tn = std::max(wx, std::min<int64_t>(128, pow2AtLeast(upper(s.outShape[r - 1], syms))));
+    p.tile = {tm, tn, 32};
     p.workgroup = {wx, wy, 1};
     // Shrink until the plan fits: TK first, then the larger of TM and TN, then threads.
     while (planProblem(s, p, t)) {
