@@ -86,11 +86,13 @@ Result<TilePlan> choose(const KernelShape& s, const TargetDesc& t, const SymbolT
     // Start big (128 x 128 x 32) but never beyond the extents' upper bounds.
     int64_t tm = std::max(wy, std::min<int64_t>(128, pow2AtLeast(upper(s.outShape[r - 2], syms))));
     int64_t tn = std::max(wx, std::min<int64_t>(128, pow2AtLeast(upper(s.outShape[r - 1], syms))));
-    p.tile = {tm, tn, 32};
+    const Type& a = s.anchor->operand(0)->type();
+    int64_t tk = std::min<int64_t>(32, pow2AtLeast(upper(a.dim(a.rank() - 1), syms)));
+    p.tile = {tm, tn, tk};
     p.workgroup = {wx, wy, 1};
     // Shrink until the plan fits: TK first, then the larger of TM and TN, then threads.
     while (planProblem(s, p, t)) {
-      if (p.tile[2] > 4) {
+      if (p.tile[2] > 4 && p.tile[2] >= std::max(p.tile[0], p.tile[1]) / 8) {
         p.tile[2] /= 2;
       } else if (std::max(p.tile[0], p.tile[1]) > std::max(p.workgroup[0], p.workgroup[1])) {
         size_t i = p.tile[0] >= p.tile[1] ? 0 : 1;
