@@ -26,7 +26,15 @@ bool lowerSupports(const Op& op) {
   case OpKind::ReduceProd:
   case OpKind::Matmul:
   case OpKind::Softmax:
-  case OpKind::LogSoftmax: return true;
+  case OpKind::LogSoftmax:
+  case OpKind::Concat:
+  case OpKind::Cumsum: return true;
+  case OpKind::Pad: {
+    std::string mode = op.attrs().getStr("mode", "constant");
+    if (mode == "reflect") // the mirror period needs static dims
+      return op.operand(0)->type().isStatic();
+    return mode == "constant" || mode == "edge";
+  }
   default: return false;
   }
 }

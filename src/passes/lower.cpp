@@ -379,6 +379,92 @@ private:
     return castTo(accLoad(acc), op.result(0)->type().elem());
   }
 
+  // Each operand's value read under "index in its range" (masked), then selected.
+  Result<Value*> concat(const Op& op, const std::vector<Value*>& ix) {
+    int64_t r = op.result(0)->type().rank();
+    int64_t axis = op.attrs().getInt("axis");
+    auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+    ElemType e = op.result(0)->type().elem();
+    Value* outer = mask_;
+    Value* offset = cst(0);
+    std::vector<std::pair<Value*, Value*>> parts; // (in range, value)
+    for (const Value* x : op.operands()) {
+      Value* end = idx(OpKind::IAdd, offset, dim(x->type().dim(static_cast<int64_t>(a))));
+      Value* in = andMask(cmp("ge", ix[a], offset), cmp("lt", ix[a], end));
+      std::vector<Value*> xi = ix;
+      xi[a] = idx(OpKind::ISub, ix[a], offset);
+      mask_ = andMask(outer, in);
+      KILN_TRY(Value * v, emitAt(x, xi));
+      parts.emplace_back(in, v);
+      offset = end;
+    }
+    mask_ = outer;
+    Value* res = parts.back().second;
+    for (size_t k = parts.size() - 1; k-- > 0;)
+      res = mk(*body_, OpKind::SSelect, {parts[k].first, parts[k].second, res}, Type::scalar(e));
+    return res;
+  }
+
+  Result<Value*> pad(const Op& op, const std::vector<Value*>& ix) {
+    const Value* x = op.operand(0);
+    std::vector<int64_t> pads = op.attrs().getInts("pads");
+    std::string mode = op.attrs().getStr("mode", "constant");
+    ElemType e = x->type().elem();
+    size_t r = ix.size();
+    std::vector<Value*> xi(r);
+    Value* inside = nullptr;
+    for (size_t d = 0; d < r; ++d) {
+      Value* p = idx(OpKind::ISub, ix[d], cst(pads[d]));
+      const Dim& nd = x->type().dim(static_cast<int64_t>(d));
+      Value* n = dim(nd);
+      if (mode == "constant") {
+        if (pads[d] != 0 || pads[d + r] != 0)
+          inside = andMask(inside, andMask(cmp("ge", p, cst(0)), cmp("lt", p, n)));
+      } else if (mode == "edge" || (nd.isStatic() && nd.value() == 1)) {
+        p = idx(OpKind::IMax, idx(OpKind::IMin, p, idx(OpKind::ISub, n, cst(1))), cst(0));
+      } else if (nd.isStatic()) {
+        int64_t period = 2 * (nd.value() - 1);
+        p = idx(OpKind::IMod, p, cst(period));
+        Value* high = cmp("ge", p, n);
+        p = mk(*body_, OpKind::SSelect, {high, idx(OpKind::ISub, cst(period), p), p},
+               Type::index());
+      }
+      xi[d] = p;
+    }
+    if (!inside) return emitAt(x, xi);
+    Value* outer = mask_;
+    mask_ = andMask(outer, inside);
+    KILN_TRY(Value * v, emitAt(x, xi));
+    mask_ = outer;
+    return mk(*body_, OpKind::SSelect, {inside, v, scst(e, op.attrs().getFloat("value", 0))},
+              Type::scalar(e));
+  }
+
+  // Sum of the elements before (exclusive) or up to this one along the axis, or from the
+  // end with reverse, in the order the reference adds them.
+  Result<Value*> cumsum(const Op& op, const std::vector<Value*>& ix) {
+    const Value* x = op.operand(0);
+    int64_t r = x->type().rank();
+    int64_t axis = op.attrs().getInt("axis");
+    auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+    bool exclusive = op.attrs().getInt("exclusive", 0) != 0;
+    bool reverse = op.attrs().getInt("reverse", 0) != 0;
+    ElemType e = x->type().elem();
+    ElemType ae = accElem(e);
+    Value* n = dim(x->type().dim(static_cast<int64_t>(a)));
+    Value* acc = accumulator(ae, 0);
+    // Steps 0 .. s (inclusive) or 0 .. s-1 (exclusive), s = this element's step.
+    Value* stepOf = reverse ? idx(OpKind::ISub, idx(OpKind::ISub, n, cst(1)), ix[a]) : ix[a];
+    Value* count = exclusive ? stepOf : idx(OpKind::IAdd, stepOf, cst(1));
+    Value* st = beginFor(cst(0), count, cst(1));
+    std::vector<Value*> xi = ix;
+    xi[a] = reverse ? idx(OpKind::ISub, idx(OpKind::ISub, n, cst(1)), st) : st;
+    KILN_TRY(Value * v, emitAt(x, xi));
+    accStore(acc, compute("add", {accLoad(acc), castTo(v, ae)}, ae));
+    endFor();
+    return castTo(accLoad(acc), e);
+  }
+
   Result<Value*> emitAt(const Value* v, const std::vector<Value*>& ix) {
     auto sub = subst_.find(v);
     if (sub != subst_.end()) return sub->second;
@@ -469,6 +555,9 @@ private:
     case OpKind::Softmax:
     case OpKind::LogSoftmax: return softmax(op, ix);
     case OpKind::Matmul: return matmulNaive(op, ix);
+    case OpKind::Concat: return concat(op, ix);
+    case OpKind::Pad: return pad(op, ix);
+    case OpKind::Cumsum: return cumsum(op, ix);
     default: break;
     }
     return error(op.loc(), "lower: internal: no lowering for '" + std::string(op.name()) + "'");
