@@ -29,6 +29,19 @@ bool lowerSupports(const Op& op) {
   case OpKind::LogSoftmax:
   case OpKind::Concat:
   case OpKind::Cumsum: return true;
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: {
+    // The reference rejects an empty axis; the kernel must never meet one.
+    const Type& t = op.operand(0)->type();
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + t.rank() : axis;
+    if (axis < 0 || axis >= t.rank()) return false;
+    const SymbolTable* syms =
+        op.parent() && op.parent()->parent() ? &op.parent()->parent()->symbols() : nullptr;
+    const Dim& d = t.dim(axis);
+    if (d.isStatic()) return d.value() >= 1;
+    return syms && bounds(d.expr(), *syms).lo >= 1;
+  }
   case OpKind::Pad: {
     std::string mode = op.attrs().getStr("mode", "constant");
     if (mode == "reflect") // the mirror period needs static dims

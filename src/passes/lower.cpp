@@ -465,6 +465,50 @@ private:
     return castTo(accLoad(acc), e);
   }
 
+  // The first extreme along the axis (the last on ties with select_last_index); the first
+  // NaN wins — the reference's order of comparisons.
+  Result<Value*> argExtreme(const Op& op, const std::vector<Value*>& ix) {
+    const Value* x = op.operand(0);
+    int64_t r = x->type().rank();
+    int64_t axis = op.attrs().getInt("axis");
+    auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+    bool keep = op.attrs().getInt("keepdims", 1) != 0;
+    bool last = op.attrs().getInt("select_last_index", 0) != 0;
+    bool isMax = op.kind() == OpKind::ArgMax;
+    ElemType ae = accElem(x->type().elem());
+    bool flt = isFloat(ae);
+    std::vector<Value*> xi;
+    for (size_t d = 0, k = 0; d < static_cast<size_t>(r); ++d) {
+      if (d == a) {
+        xi.push_back(cst(0));
+        if (keep) ++k;
+      } else {
+        xi.push_back(ix[k++]);
+      }
+    }
+    KILN_TRY(Value * first, emitAt(x, xi));
+    Value* best = accumulator(ae, 0);
+    accStore(best, castTo(first, ae));
+    Value* where = accumulator(ElemType::I64, 0);
+    Value* j = beginFor(cst(1), dim(x->type().dim(static_cast<int64_t>(a))), cst(1));
+    xi[a] = j;
+    KILN_TRY(Value * yv, emitAt(x, xi));
+    Value* y = castTo(yv, ae);
+    Value* b = accLoad(best);
+    ElemType i1 = ElemType::I1;
+    Value* take = compute(isMax ? "gt" : "lt", {y, b}, i1);
+    if (last) take = compute("or", {take, compute("eq", {y, b}, i1)}, i1);
+    if (flt) {
+      take = compute("or", {take, compute("isnan", {y}, i1)}, i1);
+      take = compute("and", {take, compute("not", {compute("isnan", {b}, i1)}, i1)}, i1);
+    }
+    accStore(best, compute("select", {take, y, b}, ae));
+    Value* jv = mk(*body_, OpKind::ICast, {j}, Type::scalar(ElemType::I64));
+    accStore(where, compute("select", {take, jv, accLoad(where)}, ElemType::I64));
+    endFor();
+    return accLoad(where);
+  }
+
   Result<Value*> emitAt(const Value* v, const std::vector<Value*>& ix) {
     auto sub = subst_.find(v);
     if (sub != subst_.end()) return sub->second;
@@ -558,6 +602,8 @@ private:
     case OpKind::Concat: return concat(op, ix);
     case OpKind::Pad: return pad(op, ix);
     case OpKind::Cumsum: return cumsum(op, ix);
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: return argExtreme(op, ix);
     default: break;
     }
     return error(op.loc(), "lower: internal: no lowering for '" + std::string(op.name()) + "'");
