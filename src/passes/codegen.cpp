@@ -29,6 +29,15 @@ bool lowerSupports(const Op& op) {
   case OpKind::LogSoftmax:
   case OpKind::Concat:
   case OpKind::Cumsum: return true;
+  case OpKind::Conv:
+  case OpKind::MaxPool:
+  case OpKind::AvgPool: {
+    // Windows are lowered with static shapes (the window arithmetic is unrolled per dim).
+    for (const Value* v : op.operands())
+      if (!v->type().isStatic()) return false;
+    int64_t r = op.operand(0)->type().rank();
+    return r >= 3 && r <= 5 && op.result(0)->type().isStatic();
+  }
   case OpKind::ArgMax:
   case OpKind::ArgMin: {
     // The reference rejects an empty axis; the kernel must never meet one.
