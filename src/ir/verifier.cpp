@@ -24,7 +24,8 @@
 //   T1  result types are compatible with what inferResultTypes (shape_rules.h) infers
 //   T2  `weight` names a declared weight whose type is compatible with its result
 //   T3  `constant`'s dense value has exactly the result type (element type and shape)
-//   T4  `dispatch` names a function of the module; before `lower` its arguments and results
+//   T4  `dispatch` names a function of the module that contains no dispatch (kernels do not
+//       nest, so dispatching never recurses); before `lower` its arguments and results
 //       are compatible with the operands and results; after it the kernel takes one buffer
 //       per operand then one per result, of the same element types and dims
 // Kernels (functions that contain kernel-level ops; `lower` makes them)
@@ -298,6 +299,9 @@ private:
     const Func* callee = m_ ? m_->lookupFunc(k) : nullptr;
     if (!callee) return opError(op, "dispatch names kernel @" + k + ", which is not defined");
     if (callee == &f_) return opError(op, "kernel @" + k + " dispatches itself");
+    for (const auto& inner : callee->ops())
+      if (inner->kind() == OpKind::Dispatch)
+        return opError(op, "kernel @" + k + " itself contains a dispatch; kernels do not nest");
     bool lowered = callee->numArgs() > 0 && callee->arg(0)->type().isBuffer();
     size_t want = lowered ? op.numOperands() + op.numResults() : op.numOperands();
     if (callee->numArgs() != want)
