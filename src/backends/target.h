@@ -16,6 +16,13 @@
 
 namespace kiln {
 
+// Per-target switches for the fusion rules of `fuse` (each rule is one switch).
+struct FusionRules {
+  bool elementwiseIntoConsumer = true; // producer chains join the dispatch that reads them
+  bool elementwiseIntoProducer = true; // epilogues join the anchor that feeds them
+  bool viewsIntoLoads = true;          // slice/transpose/broadcast/reshape/gather fold into loads
+};
+
 struct TargetDesc {
   std::string name;               // "vulkan:nvidia-sm90"
   uint64_t sharedMemoryBytes = 0; // per workgroup
@@ -25,6 +32,7 @@ struct TargetDesc {
   std::vector<int64_t> subgroupSizes; // supported; the first is preferred
   int64_t preferredVectorBits = 128;
   std::vector<ElemType> elemTypes; // element types kernels may use
+  FusionRules fusion;              // which fusion rules `fuse` applies on this target
 
   bool supports(ElemType e) const;
 };
@@ -45,17 +53,9 @@ struct TileOverride {
   bool collapse = true;           // false disables collapse-dims for the kernel
 };
 
-// Per-target switches for the fusion rules of `fuse` (each rule is one switch).
-struct FusionRules {
-  bool elementwiseIntoConsumer = true; // producer chains join the dispatch that reads them
-  bool elementwiseIntoProducer = true; // epilogues join the anchor that feeds them
-  bool viewsIntoLoads = true;          // slice/transpose/broadcast/reshape/gather fold into loads
-};
-
 struct CodegenContext {
   TargetDesc target;
   std::map<std::string, TileOverride> overrides;
-  FusionRules fusion;
 };
 
 // The context codegen passes read (defaults to the cpu target).

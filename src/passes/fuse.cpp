@@ -12,7 +12,7 @@
 //   %2 = add %1, %b : ...                   =>        : tensor<4x8xf32>
 //   %3 = relu %2 : ...                          (with %b) and @main_dispatch_0 holding all three
 //
-// The rules, each with a per-target switch in FusionRules (target.h):
+// The rules, each with a per-target switch (TargetDesc::fusion, target.h):
 //   elementwise-into-consumer  an elementwise op whose users are all in one dispatch joins it
 //   views-into-loads           a view (slice, transpose, broadcast, reshape, gather) whose
 //                              users are all in one dispatch joins it; `lower` folds it into
@@ -265,7 +265,7 @@ public:
     for (const auto& f : m.funcs())
       if (!kernels.count(f->name()) && !isLoweredKernel(*f)) todo.push_back(f.get());
     int counter = 0;
-    for (Func* f : todo) fuseFunc(m, *f, codegenContext().fusion, counter);
+    for (Func* f : todo) fuseFunc(m, *f, codegenContext().target.fusion, counter);
     return ok();
   }
 };

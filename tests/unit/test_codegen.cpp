@@ -305,3 +305,26 @@ func @main(%x: tensor<{s}x4xf32>, %g: tensor<4xf32>) -> (tensor<{s}x4xf32>) {
     expectSame(text, *m, {ramp(ElemType::F32, {n, 4}, 3.0), ramp(ElemType::F32, {4}, 1.0)});
   }
 }
+
+TEST_CASE("fusion rules are per-target switches") {
+  ContextGuard guard;
+  const char* text = R"(func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>) {
+  %t = transpose %w {perm = [1, 0]} : tensor<8x8xf32>
+  %0 = matmul %x, %t : tensor<4x8xf32>
+  %1 = exp %0 : tensor<4x8xf32>
+  return %1
+}
+)";
+  auto dispatches = [&](FusionRules rules) {
+    codegenContext().target.fusion = rules;
+    auto m = parse(text);
+    REQUIRE(runPipeline(*m, "fuse").ok());
+    int n = 0;
+    for (const auto& op : m->lookupFunc("main")->ops()) n += op->kind() == OpKind::Dispatch;
+    return n;
+  };
+  CHECK(dispatches({}) == 1);
+  CHECK(dispatches({true, false, true}) == 2); // exp stays apart from the matmul
+  CHECK(dispatches({true, true, false}) == 2); // the transpose is materialized on its own
+  CHECK(dispatches({false, false, false}) == 3);
+}
