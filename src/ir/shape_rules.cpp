@@ -738,21 +738,34 @@ Types infer(const Ctx& c) {
   // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
   // kernel-level ops are typed by the kernel verifier.
   case OpKind::Dispatch:
-#define KILN_KERNEL_CASE(id) case OpKind::id:
-    KILN_KERNEL_CASE(KernelConfig)
-    KILN_KERNEL_CASE(WorkgroupId) KILN_KERNEL_CASE(LocalId) KILN_KERNEL_CASE(SymbolValue)
-        KILN_KERNEL_CASE(IConst) KILN_KERNEL_CASE(SConst) KILN_KERNEL_CASE(IAdd)
-            KILN_KERNEL_CASE(ISub) KILN_KERNEL_CASE(IMul) KILN_KERNEL_CASE(IFloorDiv)
-                KILN_KERNEL_CASE(ICeilDiv) KILN_KERNEL_CASE(IMod) KILN_KERNEL_CASE(IMin)
-                    KILN_KERNEL_CASE(IMax) KILN_KERNEL_CASE(ICmp) KILN_KERNEL_CASE(SSelect)
-                        KILN_KERNEL_CASE(ICast) KILN_KERNEL_CASE(Compute) KILN_KERNEL_CASE(Alloc)
-                            KILN_KERNEL_CASE(Load) KILN_KERNEL_CASE(MaskedLoad)
-                                KILN_KERNEL_CASE(Store) KILN_KERNEL_CASE(MaskedStore)
-                                    KILN_KERNEL_CASE(VectorLoad) KILN_KERNEL_CASE(VectorStore)
-                                        KILN_KERNEL_CASE(Barrier) KILN_KERNEL_CASE(For)
-                                            KILN_KERNEL_CASE(EndFor)
-#undef KILN_KERNEL_CASE
-                                                return c.declared;
+  case OpKind::KernelConfig:
+  case OpKind::WorkgroupId:
+  case OpKind::LocalId:
+  case OpKind::SymbolValue:
+  case OpKind::IConst:
+  case OpKind::SConst:
+  case OpKind::IAdd:
+  case OpKind::ISub:
+  case OpKind::IMul:
+  case OpKind::IFloorDiv:
+  case OpKind::ICeilDiv:
+  case OpKind::IMod:
+  case OpKind::IMin:
+  case OpKind::IMax:
+  case OpKind::ICmp:
+  case OpKind::SSelect:
+  case OpKind::ICast:
+  case OpKind::Compute:
+  case OpKind::Alloc:
+  case OpKind::Load:
+  case OpKind::MaskedLoad:
+  case OpKind::Store:
+  case OpKind::MaskedStore:
+  case OpKind::VectorLoad:
+  case OpKind::VectorStore:
+  case OpKind::Barrier:
+  case OpKind::For:
+  case OpKind::EndFor: return c.declared;
   }
   return c.err("has no shape rule");
 }
