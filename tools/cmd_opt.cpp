@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/affinity.h"
+#include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/placement.h"
 #include "passes/placement_report.h"
@@ -33,8 +34,14 @@ Devices and placement (docs/devices.md):
   --no-transfers        a value needed on another device is an error, not a transfer
   --report=placement    print the placement report instead of the module
   --emit=placement-dot  print a Graphviz graph coloured by device instead of the module
-  Any of --place, --partition, --no-transfers, --report, --emit runs affinity after
-  the --pass pipeline.
+  Any of --place, --partition, --no-transfers, --report, --emit=placement-dot runs
+  affinity after the --pass pipeline.
+  --target=NAME         codegen target: cpu, vulkan:lavapipe, vulkan:nvidia-sm90,
+                        vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942, amdgpu:gfx1100
+  --tile-config=FILE    manual tiles per kernel (JSON, see docs/codegen.md)
+  --emit=kernels        print a report of the kernels (workgroup, shared memory and the
+                        target's limit) instead of the module; runs --pass=codegen when
+                        no --pass is given
   -o, --output=FILE     write the module to FILE instead of stdout
   -h, --help            show this help
 )";
@@ -47,6 +54,9 @@ int runOpt(const std::vector<std::string>& args) {
       {"verify-each", false, false, ""},
       {"time-passes", false, false, ""},
       {"print-locs", false, false, ""},
+      {"target", true, false, ""},
+      {"tile-config", true, false, ""},
+      {"emit", true, false, ""},
       {"output", true, false, "o"},
       {"device", true, true, ""},
       {"devices", true, false, ""},
@@ -54,7 +64,6 @@ int runOpt(const std::vector<std::string>& args) {
       {"partition", true, false, ""},
       {"no-transfers", false, false, ""},
       {"report", true, false, ""},
-      {"emit", true, false, ""},
   };
   auto parsed = parseArgs(args, specs, "opt");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -75,10 +84,26 @@ int runOpt(const std::vector<std::string>& args) {
   pmOpts.printAfterAll = a.has("print-after-all");
   pmOpts.verifyEach = a.has("verify-each");
   pmOpts.timePasses = a.has("time-passes");
+  std::string emit = a.get("emit");
+  if (!emit.empty() && emit != "kernels" && emit != "placement-dot")
+    return fail(error(Loc{}, "--emit: expected 'kernels' or 'placement-dot', got '" + emit + "'"));
+  bool emitKernels = emit == "kernels";
+  bool emitDot = emit == "placement-dot";
+  CodegenContext& cg = codegenContext();
+  if (a.has("target")) {
+    auto t = lookupTarget(a.get("target"));
+    if (!t.ok()) return fail(t.diags());
+    cg.target = *t;
+  }
+  if (a.has("tile-config")) {
+    auto cfg = readTileConfig(a.get("tile-config"));
+    if (!cfg.ok()) return fail(cfg.diags());
+    cg.overrides = *cfg;
+  }
   // Build the pipeline before reading the input, so a misspelled pass fails fast.
   PassManager pm(pmOpts);
-  if (a.has("pass")) {
-    Status added = pm.addPipeline(a.get("pass"));
+  if (a.has("pass") || emitKernels) {
+    Status added = pm.addPipeline(a.has("pass") ? a.get("pass") : "codegen");
     if (!added.ok()) return fail(added.diags());
   }
 
@@ -97,10 +122,7 @@ int runOpt(const std::vector<std::string>& args) {
   }
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
-  if (a.has("emit") && a.get("emit") != "placement-dot")
-    return fail(error(Loc{}, "--emit takes only 'placement-dot', got '" + a.get("emit") + "'"));
-  bool place =
-      a.has("place") || stages || a.has("no-transfers") || a.has("report") || a.has("emit");
+  bool place = a.has("place") || stages || a.has("no-transfers") || a.has("report") || emitDot;
 
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());
@@ -136,12 +158,16 @@ int runOpt(const std::vector<std::string>& args) {
     if (!report.ok()) return fail(report.diags());
     side += *report;
   }
-  if (a.has("emit")) {
+  if (emitDot) {
     auto dot = placementDot(m);
     if (!dot.ok()) return fail(dot.diags());
     side += *dot;
   }
 
+  if (emitKernels) {
+    std::cout << kernelReport(m, cg.target);
+    return 0;
+  }
   PrintOptions printOpts;
   printOpts.locs = a.has("print-locs");
   std::string text = printModule(m, printOpts);

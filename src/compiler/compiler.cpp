@@ -30,7 +30,7 @@ Result<std::string> targetOf(const std::string& device) {
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
   KILN_TRY(hal::DeviceId device, hal::parseDeviceId(opts.device, Loc::named("--device")));
   Program p;
-  std::set<std::string> kernelNames = launchedKernels(*module);
+  std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
   KILN_CHECK(createShapeInferPass()->run(*module));

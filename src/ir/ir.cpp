@@ -122,6 +122,16 @@ Func* Module::addFunc(std::unique_ptr<Func> f) {
   return funcs_.back().get();
 }
 
+std::unique_ptr<Func> Module::replaceFunc(Func* old, std::unique_ptr<Func> f) {
+  for (auto& slot : funcs_)
+    if (slot.get() == old) {
+      f->parent_ = this;
+      std::swap(slot, f);
+      return f;
+    }
+  return nullptr;
+}
+
 Func* Module::lookupFunc(std::string_view name) const {
   for (const auto& f : funcs_)
     if (f->name() == name) return f.get();

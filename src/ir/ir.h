@@ -195,6 +195,8 @@ public:
 
   Func* addFunc(std::unique_ptr<Func> f);
   Func* lookupFunc(std::string_view name) const;
+  // Puts `f` in the place of `old` (same position) and hands `old` back to the caller.
+  std::unique_ptr<Func> replaceFunc(Func* old, std::unique_ptr<Func> f);
   const std::vector<std::unique_ptr<Func>>& funcs() const { return funcs_; }
 
   Status addWeight(WeightDecl w);

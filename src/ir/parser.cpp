@@ -766,8 +766,22 @@ private:
   // The current token is `tensor`; its body is read character by character because
   // `2x{seq}xf32` does not split into ordinary tokens.
   Result<Type> parseType() {
-    if (!isIdent("tensor")) return errorHere("expected a type like tensor<4xf32>");
-    if (lex_.peekChar() != '<') return error(lex_.here(), "expected '<' after 'tensor'");
+    if (isIdent("index")) {
+      advance();
+      return Type::index();
+    }
+    if (is(Tok::Ident))
+      if (std::optional<ElemType> elem = parseElemType(tok_.text)) {
+        advance();
+        return Type::scalar(*elem);
+      }
+    TypeKind kind = TypeKind::Tensor;
+    if (isIdent("buffer")) kind = TypeKind::Buffer;
+    if (isIdent("vector")) kind = TypeKind::Vector;
+    if (!isIdent("tensor") && kind == TypeKind::Tensor)
+      return errorHere("expected a type like tensor<4xf32>");
+    std::string kindName(tok_.text);
+    if (lex_.peekChar() != '<') return error(lex_.here(), "expected '<' after '" + kindName + "'");
     lex_.advanceChar();
     Shape shape;
     for (;;) {
@@ -807,9 +821,32 @@ private:
         std::string_view name = lex_.slice(start, lex_.pos());
         std::optional<ElemType> elem = parseElemType(name);
         if (!elem) return error(at, "unknown element type '" + std::string(name) + "'");
+        MemSpace space = MemSpace::Global;
+        if (kind == TypeKind::Buffer && lex_.peekChar() == ',') {
+          lex_.advanceChar();
+          while (lex_.peekChar() == ' ') lex_.advanceChar();
+          Loc spaceAt = lex_.here();
+          size_t s0 = lex_.pos();
+          while (std::isalpha(static_cast<unsigned char>(lex_.peekChar()))) lex_.advanceChar();
+          std::string_view sp = lex_.slice(s0, lex_.pos());
+          if (sp == "shared")
+            space = MemSpace::Shared;
+          else if (sp == "private")
+            space = MemSpace::Private;
+          else if (sp != "global")
+            return error(spaceAt, "expected a memory space (global, shared or private), found '" +
+                                      std::string(sp) + "'");
+        }
         if (lex_.peekChar() != '>') return error(lex_.here(), "expected '>' to end the type");
         lex_.advanceChar();
         advance();
+        if (kind == TypeKind::Buffer) return Type::buffer(*elem, std::move(shape), space);
+        if (kind == TypeKind::Vector) {
+          if (shape.size() != 1 || !shape[0].isStatic() || shape[0].value() < 1 ||
+              shape[0].value() > 64)
+            return error(at, "a vector type has one static length in [1, 64], like vector<4xf32>");
+          return Type::vector(*elem, shape[0].value());
+        }
         return Type(*elem, std::move(shape));
       } else {
         return error(at, "expected a dimension (4, {expr} or ?) or an element type");

@@ -769,6 +769,37 @@ Types infer(const Ctx& c) {
   case OpKind::Free:
   case OpKind::Launch:
   case OpKind::Wait: return std::vector<Type>{};
+  // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
+  // kernel-level ops are typed by the kernel verifier.
+  case OpKind::Dispatch:
+  case OpKind::KernelConfig:
+  case OpKind::WorkgroupId:
+  case OpKind::LocalId:
+  case OpKind::SymbolValue:
+  case OpKind::IConst:
+  case OpKind::SConst:
+  case OpKind::IAdd:
+  case OpKind::ISub:
+  case OpKind::IMul:
+  case OpKind::IFloorDiv:
+  case OpKind::ICeilDiv:
+  case OpKind::IMod:
+  case OpKind::IMin:
+  case OpKind::IMax:
+  case OpKind::ICmp:
+  case OpKind::SSelect:
+  case OpKind::ICast:
+  case OpKind::Compute:
+  case OpKind::Alloc:
+  case OpKind::Load:
+  case OpKind::MaskedLoad:
+  case OpKind::Store:
+  case OpKind::MaskedStore:
+  case OpKind::VectorLoad:
+  case OpKind::VectorStore:
+  case OpKind::Barrier:
+  case OpKind::For:
+  case OpKind::EndFor: return c.declared;
   }
   return c.err("has no shape rule");
 }

@@ -1118,4 +1118,32 @@ Result<SymExpr> parseSymExpr(std::string_view text, const Loc& loc) {
   return SymParser(text, loc).parse();
 }
 
+void* lowerSymExpr(const SymExpr& e, const SymLowering& l) {
+  const SymNode& n = nodeOf(e);
+  switch (n.kind) {
+  case SymKind::Symbol: return l.symbol(n.name);
+  case SymKind::FloorDiv:
+    return l.binary("floordiv", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::CeilDiv:
+    return l.binary("ceildiv", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Mod: return l.binary("mod", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Min: return l.binary("min", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Max: return l.binary("max", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Add: return l.binary("add", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Mul: return l.binary("mul", lowerSymExpr(n.args[0], l), lowerSymExpr(n.args[1], l));
+  case SymKind::Poly: break;
+  }
+  void* acc = nullptr;
+  if (n.constant != 0 || n.terms.empty()) acc = l.constant(n.constant);
+  for (const SymTerm& t : n.terms) {
+    void* prod = t.coef == 1 ? nullptr : l.constant(t.coef);
+    for (const SymExpr& a : t.atoms) {
+      void* x = lowerSymExpr(a, l);
+      prod = prod ? l.binary("mul", prod, x) : x;
+    }
+    acc = acc ? l.binary("add", acc, prod) : prod;
+  }
+  return acc;
+}
+
 } // namespace kiln

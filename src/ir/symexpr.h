@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -112,6 +113,15 @@ bool provablyDivisible(const SymExpr& a, int64_t divisor, const SymbolTable& sym
 // provably a multiple of c, turns `c*(x floordiv c)` into x then, and folds anything whose
 // range is a single value to that constant. The result equals e for every value in range.
 SymExpr simplifyWithRanges(const SymExpr& e, const SymbolTable& syms);
+
+// Rebuilds `e` from caller-supplied leaves and operations (`op` is one of add, mul,
+// floordiv, ceildiv, mod, min, max), bottom-up; used to emit code that computes `e`.
+struct SymLowering {
+  std::function<void*(int64_t)> constant;
+  std::function<void*(const std::string&)> symbol;
+  std::function<void*(std::string_view op, void*, void*)> binary;
+};
+void* lowerSymExpr(const SymExpr& e, const SymLowering& l);
 
 // Parses the text form. `loc` is where the text starts; errors point into it.
 Result<SymExpr> parseSymExpr(std::string_view text, const Loc& loc);

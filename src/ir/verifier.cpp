@@ -27,6 +27,10 @@
 //   T3  `constant`'s dense value has exactly the result type (element type and shape)
 //   T4  `transfer`'s `to` is a device target (kind[ordinal]); a transfer's device, when
 //       set, is its `to`
+//   T5  `dispatch` names a function of the module that contains no dispatch (kernels do not
+//       nest, so dispatching never recurses); before `lower` its arguments and results
+//       are compatible with the operands and results; after it the kernel takes one buffer
+//       per operand then one per result, of the same element types and dims
 // Op, host level
 //   H1  `device` is KIND[N] (or KIND) and `launch`'s `outputs` is within its operand count
 //   H2  `free` frees a buffer made by alloc_buffer or transfer_to in this function, and nothing
@@ -40,8 +44,16 @@
 //       lives on its result's device
 //   P3  a `transfer` moves a value between two different devices, and no value is
 //       transferred twice to the same device
-// The kernel level adds its own section here (checkKernelOp) when ops.def declares ops of
-// that level.
+// Kernels (functions that contain kernel-level ops; `lower` makes them)
+//   K1  arguments are global buffers, there are no results, and the only tensor-level op
+//       is the final `return` (without operands)
+//   K2  `for` / `end_for` nest properly, and a value defined inside a loop is not used
+//       after the loop's `end_for`
+//   K3  operand and result types fit the op: index arithmetic on indices, one index per
+//       buffer dim for loads and stores, stored values and loaded results of the buffer's
+//       element type, masks and conditions i1 scalars, `alloc` of a shared or private
+//       buffer with static dims, `compute` on scalars naming an elementwise tensor op
+//   K4  at most one `kernel_config`, outside every loop, with a 3-entry positive workgroup
 //
 // "Compatible" types have the same element type and rank, and each pair of dims is
 // provably equal under the module's symbol ranges or has a `?` on either side (`?` means
@@ -86,7 +98,10 @@ public:
       : f_(f), syms_(syms), m_(m) {}
 
   Diags run() {
-    for (const auto& op : f_.ops()) opIndex_.emplace(op.get(), opIndex_.size());
+    for (const auto& op : f_.ops()) {
+      opIndex_.emplace(op.get(), opIndex_.size());
+      if (op->info().level == OpLevel::Kernel) isKernel_ = true;
+    }
     checkTerminator();
     for (size_t i = 0; i < f_.numArgs(); ++i) {
       checkTypeSymbols(f_.arg(i)->type(), f_.loc(), "argument " + std::to_string(i));
@@ -94,6 +109,7 @@ public:
     }
     for (const Type& t : f_.resultTypes()) checkTypeSymbols(t, f_.loc(), "declared result");
     for (const auto& op : f_.ops()) checkOp(*op);
+    if (isKernel_) checkKernelStructure();
     return std::move(diags_);
   }
 
@@ -192,6 +208,12 @@ private:
     if (!operandsOk || !shapeOk) return;
     switch (info.level) {
     case OpLevel::Tensor:
+      if (isKernel_) {
+        if (!op.has(kTerminator) || op.numOperands() != 0)
+          opError(op, "kernel @" + f_.name() + " contains the tensor-level op " + name +
+                          " (only a `return` without operands may end a kernel)");
+        break;
+      }
       if (op.kind() != OpKind::Return) tensorOps_.push_back(&op);
       if (op.kind() != OpKind::Return && firstHost_)
         opError(op, "tensor op in @" + f_.name() + ", which also has host ops (first: '" +
@@ -201,7 +223,10 @@ private:
       checkTensorOp(op, info);
       break;
     case OpLevel::Host: checkHostOp(op); break;
-    case OpLevel::Kernel: break;
+    case OpLevel::Kernel:
+      if (!isKernel_) break;
+      checkKernelOp(op, name);
+      break;
     }
   }
 
@@ -304,6 +329,7 @@ private:
                           " but its operands give " + (*inferred)[r].str());
     }
 
+    if (op.kind() == OpKind::Dispatch) checkDispatch(op);
     if (op.kind() == OpKind::Weight) {
       std::string w = op.attrs().getStr("name");
       const WeightDecl* decl = m_ ? m_->lookupWeight(w) : nullptr;
@@ -330,9 +356,231 @@ private:
     }
   }
 
+  // T5
+  void checkDispatch(const Op& op) {
+    std::string k = op.attrs().getStr("kernel");
+    const Func* callee = m_ ? m_->lookupFunc(k) : nullptr;
+    if (!callee) return opError(op, "dispatch names kernel @" + k + ", which is not defined");
+    if (callee == &f_) return opError(op, "kernel @" + k + " dispatches itself");
+    for (const auto& inner : callee->ops())
+      if (inner->kind() == OpKind::Dispatch)
+        return opError(op, "kernel @" + k + " itself contains a dispatch; kernels do not nest");
+    bool lowered = callee->numArgs() > 0 && callee->arg(0)->type().isBuffer();
+    size_t want = lowered ? op.numOperands() + op.numResults() : op.numOperands();
+    if (callee->numArgs() != want)
+      return opError(op, "kernel @" + k + " takes " + std::to_string(callee->numArgs()) +
+                             " arguments, the dispatch passes " + std::to_string(want));
+    auto sameData = [&](const Type& buf, const Type& t) {
+      return buf.elem() == t.elem() && compatible(t.withShape(buf.shape()), t, syms_);
+    };
+    for (size_t i = 0; i < op.numOperands(); ++i) {
+      const Type& a = callee->arg(i)->type();
+      const Type& v = op.operand(i)->type();
+      if (lowered ? !sameData(a, v) : !compatible(a, v, syms_))
+        opError(op, "dispatch operand " + std::to_string(i) + " has type " + v.str() +
+                        " but kernel @" + k + " takes " + a.str());
+    }
+    for (size_t r = 0; r < op.numResults(); ++r) {
+      const Type& v = op.result(r)->type();
+      if (lowered) {
+        const Type& a = callee->arg(op.numOperands() + r)->type();
+        if (!sameData(a, v))
+          opError(op, "dispatch result " + std::to_string(r) + " has type " + v.str() +
+                          " but kernel @" + k + " writes " + a.str());
+      } else if (r >= callee->resultTypes().size() ||
+                 !compatible(callee->resultTypes()[r], v, syms_)) {
+        opError(op, "dispatch result " + std::to_string(r) + " has type " + v.str() +
+                        " which kernel @" + k + " does not return");
+      }
+    }
+    if (!lowered && callee->resultTypes().size() != op.numResults())
+      opError(op, "kernel @" + k + " returns " + std::to_string(callee->resultTypes().size()) +
+                      " values, the dispatch has " + std::to_string(op.numResults()) + " results");
+  }
+
+  // K1 (arguments), K2, K4 (placement)
+  void checkKernelStructure() {
+    for (size_t i = 0; i < f_.numArgs(); ++i) {
+      const Type& t = f_.arg(i)->type();
+      if (!t.isBuffer() || t.space() != MemSpace::Global)
+        funcError("kernel @" + f_.name() + " argument " + std::to_string(i) + " has type " +
+                  t.str() + "; kernel arguments are global buffers");
+    }
+    if (!f_.resultTypes().empty()) funcError("kernel @" + f_.name() + " must not return values");
+    std::vector<const Op*> open;
+    std::vector<std::unordered_set<const Value*>> scopes(1);
+    int configs = 0;
+    for (const auto& op : f_.ops()) {
+      for (const Value* v : op->operands()) {
+        if (!v || v->isArg()) continue;
+        bool visible = false;
+        for (const auto& sc : scopes) visible = visible || sc.count(v);
+        if (!visible) opError(*op, "uses a value defined inside a loop that has ended");
+      }
+      if (op->kind() == OpKind::EndFor) {
+        if (open.empty()) {
+          opError(*op, "end_for without an open for");
+          continue;
+        }
+        open.pop_back();
+        scopes.pop_back();
+        continue;
+      }
+      if (op->kind() == OpKind::KernelConfig) {
+        if (++configs > 1) opError(*op, "a kernel has at most one kernel_config");
+        if (!open.empty()) opError(*op, "kernel_config must not be inside a loop");
+      }
+      if (op->kind() == OpKind::For) {
+        open.push_back(op.get());
+        scopes.emplace_back();
+      }
+      for (size_t r = 0; r < op->numResults(); ++r) scopes.back().insert(op->result(r));
+    }
+    for (const Op* o : open) opError(*o, "for without a matching end_for");
+  }
+
+  // K3, K4 (attributes)
+  void checkKernelOp(const Op& op, const std::string& name) {
+    auto isIdx = [&](size_t i) { return op.operand(i)->type().isIndex(); };
+    auto isBool1 = [&](size_t i) {
+      const Type& t = op.operand(i)->type();
+      return t.isScalar() && t.elem() == ElemType::I1;
+    };
+    auto resultIs = [&](const Type& t) {
+      return op.numResults() == 1 && op.result(0)->type() == t;
+    };
+    auto need = [&](bool cond, const std::string& what) {
+      if (!cond) opError(op, name + " " + what);
+    };
+    // Buffer access: operand `b` is the buffer, indices follow from `first`.
+    auto checkAccess = [&](size_t b, size_t first) -> const Type* {
+      const Type& buf = op.operand(b)->type();
+      if (!buf.isBuffer()) {
+        opError(op,
+                name + " operand " + std::to_string(b) + " must be a buffer, found " + buf.str());
+        return nullptr;
+      }
+      if (op.numOperands() - first != static_cast<size_t>(buf.rank()))
+        opError(op, name + " takes one index per dim of " + buf.str() + ", found " +
+                        std::to_string(op.numOperands() - first));
+      for (size_t i = first; i < op.numOperands(); ++i)
+        need(isIdx(i), "index operand " + std::to_string(i) + " must have type index");
+      return &buf;
+    };
+    switch (op.kind()) {
+    case OpKind::KernelConfig: {
+      for (size_t i = 0; i < 3; ++i) need(isIdx(i), "grid operands must be indices");
+      std::vector<int64_t> wg = op.attrs().getInts("workgroup");
+      bool good = wg.size() == 3;
+      for (int64_t w : wg) good = good && w >= 1;
+      need(good, "needs workgroup = [x, y, z] with every entry >= 1");
+      break;
+    }
+    case OpKind::WorkgroupId:
+    case OpKind::LocalId: {
+      int64_t a = op.attrs().getInt("axis");
+      need(a >= 0 && a < 3, "axis must be 0, 1 or 2");
+      need(resultIs(Type::index()), "returns an index");
+      break;
+    }
+    case OpKind::SymbolValue:
+      need(syms_.lookup(op.attrs().getStr("name")) != nullptr, "names an undeclared symbol");
+      need(resultIs(Type::index()), "returns an index");
+      break;
+    case OpKind::IConst: need(resultIs(Type::index()), "returns an index"); break;
+    case OpKind::SConst: need(op.result(0)->type().isScalar(), "returns a scalar"); break;
+    case OpKind::IAdd:
+    case OpKind::ISub:
+    case OpKind::IMul:
+    case OpKind::IFloorDiv:
+    case OpKind::ICeilDiv:
+    case OpKind::IMod:
+    case OpKind::IMin:
+    case OpKind::IMax:
+      need(isIdx(0) && isIdx(1) && resultIs(Type::index()), "takes and returns indices");
+      break;
+    case OpKind::ICmp: {
+      std::string p = op.attrs().getStr("pred");
+      need(p == "lt" || p == "le" || p == "gt" || p == "ge" || p == "eq" || p == "ne",
+           "pred must be one of lt le gt ge eq ne");
+      need(isIdx(0) && isIdx(1) && resultIs(Type::scalar(ElemType::I1)),
+           "compares two indices into an i1");
+      break;
+    }
+    case OpKind::SSelect: {
+      const Type& a = op.operand(1)->type();
+      need(isBool1(0), "condition must be an i1 scalar");
+      need((a.isIndex() || a.isScalar()) && op.operand(2)->type() == a && resultIs(a),
+           "selects between two indices or two scalars of the result type");
+      break;
+    }
+    case OpKind::ICast: {
+      const Type& a = op.operand(0)->type();
+      const Type& r = op.result(0)->type();
+      need((a.isIndex() && r.isScalar()) || (a.isScalar() && !isFloat(a.elem()) && r.isIndex()),
+           "converts an index to a scalar or an integer scalar to an index");
+      break;
+    }
+    case OpKind::Compute: {
+      std::optional<OpKind> fn = lookupOp(op.attrs().getStr("fn"));
+      need(fn && opInfo(*fn).has(kElementwise) &&
+               static_cast<int>(op.numOperands()) >= opInfo(*fn).minOperands &&
+               static_cast<int>(op.numOperands()) <= opInfo(*fn).maxOperands,
+           "fn must name an elementwise tensor op taking " + std::to_string(op.numOperands()) +
+               " operands");
+      for (size_t i = 0; i < op.numOperands(); ++i)
+        need(op.operand(i)->type().isScalar(), "operands must be scalars");
+      need(op.result(0)->type().isScalar(), "returns a scalar");
+      break;
+    }
+    case OpKind::Alloc: {
+      const Type& t = op.result(0)->type();
+      need(t.isBuffer() && t.space() != MemSpace::Global && t.isStatic(),
+           "allocates a shared or private buffer with static dims");
+      break;
+    }
+    case OpKind::Load:
+    case OpKind::VectorLoad:
+      if (const Type* b = checkAccess(0, 1)) {
+        const Type& r = op.result(0)->type();
+        bool vec = op.kind() == OpKind::VectorLoad;
+        need(r.elem() == b->elem() && (vec ? r.isVector() : r.isScalar()),
+             std::string("returns a ") + (vec ? "vector" : "scalar") +
+                 " of the buffer's element type");
+      }
+      break;
+    case OpKind::MaskedLoad:
+      need(isBool1(1), "mask must be an i1 scalar");
+      if (const Type* b = checkAccess(0, 2))
+        need(resultIs(Type::scalar(b->elem())), "returns a scalar of the buffer's element type");
+      break;
+    case OpKind::Store:
+    case OpKind::VectorStore:
+      if (const Type* b = checkAccess(1, 2)) {
+        const Type& v = op.operand(0)->type();
+        bool vec = op.kind() == OpKind::VectorStore;
+        need(v.elem() == b->elem() && (vec ? v.isVector() : v.isScalar()),
+             "stores a value of the buffer's element type");
+      }
+      break;
+    case OpKind::MaskedStore:
+      need(isBool1(0), "mask must be an i1 scalar");
+      if (const Type* b = checkAccess(2, 3))
+        need(op.operand(1)->type() == Type::scalar(b->elem()),
+             "stores a scalar of the buffer's element type");
+      break;
+    case OpKind::For:
+      need(isIdx(0) && isIdx(1) && isIdx(2) && resultIs(Type::index()),
+           "takes lo, hi and step indices and defines an index");
+      break;
+    default: break;
+    }
+  }
+
   const Func& f_;
   const SymbolTable& syms_;
   const Module* m_;
+  bool isKernel_ = false;
   std::unordered_map<const Op*, size_t> opIndex_;
   Diags diags_;
   std::vector<const Op*> tensorOps_;       // H3

@@ -49,7 +49,10 @@ bool sameComputation(const Op& a, const Op& b) {
 void cseFunc(Func& f) {
   std::unordered_multimap<uint64_t, Op*> seen;
   for (Op* op : f.opsSnapshot()) {
-    if (op->has(kSideEffects) || op->has(kTerminator)) continue;
+    // Kernel IR has loop scopes and memory: two equal loads or index ops in different
+    // loops are not interchangeable, so cse leaves kernels alone.
+    if (op->has(kSideEffects) || op->has(kTerminator) || op->info().level == OpLevel::Kernel)
+      continue;
     uint64_t key = opKey(*op);
     Op* same = nullptr;
     for (auto [it, end] = seen.equal_range(key); it != end && !same; ++it)

@@ -17,10 +17,23 @@ const std::vector<PassInfo>& registeredPasses() {
          createAffinityPass},
         {"canonicalize", "fold small constants and apply exact algebraic identities",
          createCanonicalizePass},
+        {"collapse-dims",
+         "merge adjacent parallel dims of dispatches when contiguous and no larger in shared "
+         "memory",
+         createCollapseDimsPass},
         {"cse", "merge ops that compute the same value from the same operands", createCsePass},
         {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
         {"schedule", "lower tensor functions to a host schedule with one kernel per op (ref[0])",
          [] { return createSchedulePass(); }},
+        {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch",
+         createFusePass},
+        {"tile", "choose workgroup shapes and tiles that fit the target (--target, --tile-config)",
+         createTilePass},
+        {"lower", "turn tensor-level kernels into kernel IR and check their resources",
+         createLowerPass},
+        {"pad",
+         "pad iteration spaces to tile multiples; guard accesses where bounds cannot prove them",
+         createPadPass},
         {"shape-infer", "replace '?' dims by what the shape rules compute; check known ones",
          createShapeInferPass},
     };
@@ -43,6 +56,10 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
+      // fuse first: the others transform dispatches. collapse-dims before tile: tiles are
+      // chosen for the final iteration space. pad after tile: it needs the tiles. lower last.
+      {"codegen", "shape-infer,fuse,collapse-dims,tile,pad,lower",
+       "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;
 }

@@ -19,13 +19,19 @@ std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
+std::unique_ptr<Pass> createFusePass();
+std::unique_ptr<Pass> createCollapseDimsPass();
+std::unique_ptr<Pass> createPadPass();
+std::unique_ptr<Pass> createTilePass();
+std::unique_ptr<Pass> createLowerPass();
 
 struct ScheduleOptions {
   std::string device = "ref[0]"; // the device every dispatch runs on
 };
 std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
-// Names of the functions that some `launch` in the module runs (kernels, not entries).
-std::set<std::string> launchedKernels(const Module& m);
+// Names of the functions that some host `launch` or tensor-level `dispatch` in the module
+// runs (kernels, not entries).
+std::set<std::string> kernelFunctions(const Module& m);
 
 // Constant folding only produces results of at most this many elements: a larger result
 // would grow the IR text and the module, and computing it at run time costs no more.

@@ -1,12 +1,13 @@
 // schedule: lowers each tensor function to a host schedule plus one kernel per op.
 //
 // Requires:    every dim is known (run shape-infer first). Functions that already hold host
-//              ops, and the kernels their launches name, are left as they are (a
-//              hand-written or partly scheduled module).
+//              ops, and the kernels their launches or dispatches name, are left as they
+//              are (a hand-written or partly scheduled module).
 // Guarantees:  each function holds only host ops and `return`: arguments are uploaded
 //              with `transfer_to`, each tensor op becomes `alloc_buffer` of its results and a
 //              `launch` of a new kernel function @F.kN (the op alone, tensor-level, run by
-//              the target's executable), weights become `load_weight`; every buffer that is
+//              the target's executable) — a `dispatch` formed by `fuse` launches the kernel
+//              it names — weights become `load_weight`; every buffer that is
 //              not returned is freed right after its last use, so the live set, not the sum
 //              of all tensors, bounds memory; `wait` precedes `return`.
 // Invalidates: nothing (tensor-level analyses do not apply to host functions).
@@ -19,8 +20,8 @@
 //                                                         wait {device = "ref[0]"}
 //                                                         return %1
 //
-// One op per kernel keeps the ref target exact; codegen's `fuse` later outlines bigger
-// groups into the same kind of kernel function.
+// One op per kernel keeps the ref target exact; codegen's `fuse` outlines bigger groups
+// into the same kind of kernel function, which `dispatch` names.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -39,11 +40,12 @@ bool isTensorFunc(const Func& f) {
 
 } // namespace
 
-std::set<std::string> launchedKernels(const Module& m) {
+std::set<std::string> kernelFunctions(const Module& m) {
   std::set<std::string> out;
   for (const auto& f : m.funcs())
     for (const auto& op : f->ops())
-      if (op->kind() == OpKind::Launch) out.insert(op->attrs().getStr("kernel"));
+      if (op->kind() == OpKind::Launch || op->kind() == OpKind::Dispatch)
+        out.insert(op->attrs().getStr("kernel"));
   return out;
 }
 
@@ -62,7 +64,7 @@ public:
   explicit SchedulePass(ScheduleOptions opts) : opts_(std::move(opts)) {}
 
   Status run(Module& m) override {
-    std::set<std::string> kernels = launchedKernels(m);
+    std::set<std::string> kernels = kernelFunctions(m);
     std::vector<Func*> funcs;
     for (const auto& f : m.funcs())
       if (isTensorFunc(*f) && !kernels.count(f->name())) funcs.push_back(f.get());
@@ -109,9 +111,16 @@ private:
         f.erase(op);
         continue;
       }
-      std::string name = f.name() + ".k" + std::to_string(kernelCount++);
-      if (m.lookupFunc(name)) return error(op->loc(), "schedule: a function @" + name + " exists");
-      m.addFunc(outline(*op, name));
+      // A dispatch formed by `fuse` already names its kernel; any other op becomes one.
+      std::string name;
+      if (op->kind() == OpKind::Dispatch) {
+        name = op->attrs().getStr("kernel");
+      } else {
+        name = f.name() + ".k" + std::to_string(kernelCount++);
+        if (m.lookupFunc(name))
+          return error(op->loc(), "schedule: a function @" + name + " exists");
+        m.addFunc(outline(*op, name));
+      }
       std::vector<Value*> operands = op->operands();
       for (size_t r = 0; r < op->numResults(); ++r) {
         Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(), {op->result(r)->type()},

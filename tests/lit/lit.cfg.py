@@ -9,6 +9,7 @@ config.excludes = ["Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = config.kiln_lit_build_dir
 
+config.substitutions.append(("%kiln-simcheck", os.path.join(os.path.dirname(config.kiln_fuzz_dir), "sim", "kiln-simcheck")))
 config.substitutions.append(("%kiln-graphgen", os.path.join(config.kiln_fuzz_dir, "kiln-graphgen")))
 config.substitutions.append(("%kiln", os.path.join(config.kiln_tools_dir, "kiln")))
 config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "FileCheck")))

@@ -68,11 +68,15 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
     CHECK_FALSE(p.description.empty());
     CHECK(p.create() != nullptr);
   }
-  CHECK(names == std::vector<std::string>{"affinity", "canonicalize", "cse", "dce", "schedule", "shape-infer"});
+  CHECK(names == std::vector<std::string>{"affinity", "canonicalize", "collapse-dims", "cse", "dce",
+                                          "fuse", "lower", "pad", "schedule", "shape-infer",
+                                          "tile"});
   CHECK(lookupPass("nope") == nullptr);
-  REQUIRE(registeredPipelines().size() == 1);
+  REQUIRE(registeredPipelines().size() == 2);
   CHECK(registeredPipelines()[0].name == "default");
   CHECK(registeredPipelines()[0].passes == "shape-infer,canonicalize,cse,dce");
+  CHECK(registeredPipelines()[1].name == "codegen");
+  CHECK(registeredPipelines()[1].passes == "shape-infer,fuse,collapse-dims,tile,pad,lower");
 }
 
 TEST_CASE("canonicalize: additive identities respect signed zero") {
@@ -387,7 +391,7 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   REQUIRE_FALSE(st.ok());
   std::string msg = st.diags().str();
   CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
-  CHECK(msg.find("affinity, canonicalize, cse, dce, schedule, shape-infer") != std::string::npos);
+  CHECK(msg.find("affinity, canonicalize, collapse-dims, cse, dce, fuse, lower, pad, schedule, shape-infer, tile") != std::string::npos);
   CHECK(msg.find("pipelines: default") != std::string::npos);
   CHECK(bad.passNames().empty()); // nothing half-added
 

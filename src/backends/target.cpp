@@ -1,0 +1,158 @@
+// Target tables and the tile-config reader (see target.h).
+//
+// The numbers are what the devices report: Vulkan's maxComputeSharedMemorySize (lavapipe
+// 32 KiB, NVIDIA 48 KiB, the spec's guaranteed minimum 16 KiB for "generic"), AMD's LDS
+// of 64 KiB per workgroup, wave64 on CDNA (gfx90a, gfx942) and wave32/64 on RDNA3.
+#include "backends/target.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kiln {
+
+namespace {
+
+const std::vector<ElemType> kAllElems = {
+    ElemType::F64, ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I1,
+    ElemType::I8,  ElemType::I16, ElemType::I32, ElemType::I64,  ElemType::U8};
+
+TargetDesc make(std::string name, uint64_t shared, int64_t inv, int64_t x, int64_t y, int64_t z,
+                std::vector<int64_t> subgroups, int64_t vecBits) {
+  TargetDesc t;
+  t.name = std::move(name);
+  t.sharedMemoryBytes = shared;
+  t.maxWorkgroupInvocations = inv;
+  t.maxWorkgroupSize[0] = x, t.maxWorkgroupSize[1] = y, t.maxWorkgroupSize[2] = z;
+  t.maxWorkgroupCount[0] = t.maxWorkgroupCount[1] = t.maxWorkgroupCount[2] = 65535;
+  t.subgroupSizes = std::move(subgroups);
+  t.preferredVectorBits = vecBits;
+  t.elemTypes = kAllElems;
+  return t;
+}
+
+const std::vector<TargetDesc>& table() {
+  static const std::vector<TargetDesc> t = [] {
+    std::vector<TargetDesc> v;
+    TargetDesc cpu = make("cpu", 64 * 1024, 1024, 1024, 1024, 64, {8}, 256);
+    cpu.maxWorkgroupCount[0] = cpu.maxWorkgroupCount[1] = cpu.maxWorkgroupCount[2] = INT32_MAX;
+    v.push_back(cpu);
+    v.push_back(make("vulkan:lavapipe", 32 * 1024, 1024, 1024, 1024, 1024, {8, 4}, 256));
+    v.push_back(make("vulkan:nvidia-sm90", 48 * 1024, 1024, 1024, 1024, 64, {32}, 128));
+    TargetDesc generic = make("vulkan:generic", 16 * 1024, 128, 128, 128, 64, {32}, 128);
+    generic.elemTypes = {ElemType::F32, ElemType::F16, ElemType::I1,  ElemType::I8,
+                         ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8};
+    v.push_back(generic);
+    v.push_back(make("amdgpu:gfx90a", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
+    v.push_back(make("amdgpu:gfx942", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
+    v.push_back(make("amdgpu:gfx1100", 64 * 1024, 1024, 1024, 1024, 1024, {32, 64}, 128));
+    return v;
+  }();
+  return t;
+}
+
+} // namespace
+
+bool TargetDesc::supports(ElemType e) const {
+  return std::find(elemTypes.begin(), elemTypes.end(), e) != elemTypes.end();
+}
+
+const std::vector<std::string>& targetNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const TargetDesc& t : table()) v.push_back(t.name);
+    return v;
+  }();
+  return names;
+}
+
+Result<TargetDesc> lookupTarget(const std::string& name) {
+  for (const TargetDesc& t : table())
+    if (t.name == name) return t;
+  std::string known;
+  for (const std::string& n : targetNames()) known += (known.empty() ? "" : ", ") + n;
+  return error(Loc::named("--target"), "unknown target '" + name + "' (known: " + known + ")");
+}
+
+TargetDesc withDeviceLimits(TargetDesc base, const TargetDesc& device) {
+  if (device.sharedMemoryBytes) base.sharedMemoryBytes = device.sharedMemoryBytes;
+  if (device.maxWorkgroupInvocations) base.maxWorkgroupInvocations = device.maxWorkgroupInvocations;
+  for (int i = 0; i < 3; ++i) {
+    if (device.maxWorkgroupSize[i]) base.maxWorkgroupSize[i] = device.maxWorkgroupSize[i];
+    if (device.maxWorkgroupCount[i]) base.maxWorkgroupCount[i] = device.maxWorkgroupCount[i];
+  }
+  if (!device.subgroupSizes.empty()) base.subgroupSizes = device.subgroupSizes;
+  if (device.preferredVectorBits) base.preferredVectorBits = device.preferredVectorBits;
+  if (!device.elemTypes.empty()) base.elemTypes = device.elemTypes;
+  return base;
+}
+
+CodegenContext& codegenContext() {
+  static thread_local CodegenContext ctx = [] {
+    CodegenContext c;
+    c.target = *lookupTarget("cpu");
+    return c;
+  }();
+  return ctx;
+}
+
+Result<std::map<std::string, TileOverride>> parseTileConfig(const std::string& text,
+                                                            const std::string& file) {
+  Loc loc = Loc::named(file);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return error(loc, "tile config is not valid JSON");
+  if (!j.is_object() || !j.contains("kernels") || !j["kernels"].is_object())
+    return error(loc, "tile config needs an object {\"kernels\": {NAME: {...}}}");
+  std::map<std::string, TileOverride> out;
+  auto ints = [&](const nlohmann::json& v, const std::string& what,
+                  const std::string& k) -> Result<std::vector<int64_t>> {
+    if (!v.is_array()) return error(loc, "kernel '" + k + "': " + what + " must be a list");
+    std::vector<int64_t> r;
+    for (const auto& e : v) {
+      if (!e.is_number_integer())
+        return error(loc, "kernel '" + k + "': " + what + " entries must be integers");
+      int64_t x = e.get<int64_t>();
+      if (x < 1 || x > (int64_t(1) << 20))
+        return error(loc, "kernel '" + k + "': " + what + " entry " + std::to_string(x) +
+                              " is out of range [1, 1048576]");
+      r.push_back(x);
+    }
+    return r;
+  };
+  for (const auto& [name, cfg] : j["kernels"].items()) {
+    if (!cfg.is_object()) return error(loc, "kernel '" + name + "': expected an object");
+    TileOverride o;
+    for (const auto& [key, v] : cfg.items()) {
+      if (key == "tile") {
+        KILN_TRY(o.tile, ints(v, "tile", name));
+      } else if (key == "workgroup") {
+        KILN_TRY(o.workgroup, ints(v, "workgroup", name));
+        if (o.workgroup.size() != 3)
+          return error(loc, "kernel '" + name + "': workgroup must have 3 entries");
+      } else if (key == "subgroups") {
+        if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
+          return error(loc, "kernel '" + name + "': subgroups must be an integer in [1, 1024]");
+        o.subgroups = v.get<int64_t>();
+      } else if (key == "collapse") {
+        if (!v.is_boolean()) return error(loc, "kernel '" + name + "': collapse must be a bool");
+        o.collapse = v.get<bool>();
+      } else {
+        return error(loc, "kernel '" + name + "': unknown key '" + key +
+                              "' (known: tile, workgroup, subgroups, collapse)");
+      }
+    }
+    out.emplace(name, std::move(o));
+  }
+  return out;
+}
+
+Result<std::map<std::string, TileOverride>> readTileConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(Loc::named(path), "cannot read tile config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseTileConfig(ss.str(), path);
+}
+
+} // namespace kiln

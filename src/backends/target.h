@@ -1,0 +1,69 @@
+// Target descriptions: the limits code generation must respect on each device kind.
+//
+// Compiling ahead of time uses the tables in target.cpp; when a device is present its own
+// limits replace the table (the runtime fills a TargetDesc from VkPhysicalDeviceLimits or
+// hipDeviceProp and calls withDeviceLimits). Every codegen pass reads the target from the
+// CodegenContext, which the CLI (`--target=`, `--tile-config=`) sets before passes run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/elem_type.h"
+
+namespace kiln {
+
+// Per-target switches for the fusion rules of `fuse` (each rule is one switch).
+struct FusionRules {
+  bool elementwiseIntoConsumer = true; // producer chains join the dispatch that reads them
+  bool elementwiseIntoProducer = true; // epilogues join the anchor that feeds them
+  bool viewsIntoLoads = true;          // slice/transpose/broadcast/reshape/gather fold into loads
+};
+
+struct TargetDesc {
+  std::string name;               // "vulkan:nvidia-sm90"
+  uint64_t sharedMemoryBytes = 0; // per workgroup
+  int64_t maxWorkgroupInvocations = 0;
+  int64_t maxWorkgroupSize[3] = {0, 0, 0};
+  int64_t maxWorkgroupCount[3] = {0, 0, 0};
+  std::vector<int64_t> subgroupSizes; // supported; the first is preferred
+  int64_t preferredVectorBits = 128;
+  std::vector<ElemType> elemTypes; // element types kernels may use
+  FusionRules fusion;              // which fusion rules `fuse` applies on this target
+
+  bool supports(ElemType e) const;
+};
+
+// The names accepted by --target=, in table order.
+const std::vector<std::string>& targetNames();
+// The table entry for a name; an error listing the known names otherwise.
+Result<TargetDesc> lookupTarget(const std::string& name);
+// `base` with a present device's limits (nonzero fields of `device`) replacing the table's.
+TargetDesc withDeviceLimits(TargetDesc base, const TargetDesc& device);
+
+// A manual tile configuration for one kernel (or "*" for every kernel), read from
+// --tile-config=FILE; the autotuner uses the same hook. Absent fields are chosen by `tile`.
+struct TileOverride {
+  std::vector<int64_t> tile;      // matmul: [TM, TN, TK]; pointwise: [elements per workgroup]
+  std::vector<int64_t> workgroup; // threads [x, y, z]
+  int64_t subgroups = 0;          // subgroups per workgroup (threads = subgroups * size)
+  bool collapse = true;           // false disables collapse-dims for the kernel
+};
+
+struct CodegenContext {
+  TargetDesc target;
+  std::map<std::string, TileOverride> overrides;
+};
+
+// The context codegen passes read (defaults to the cpu target).
+CodegenContext& codegenContext();
+// Parses a tile-config JSON file: {"kernels": {"NAME" | "*": {"tile": [..], "workgroup":
+// [..], "subgroups": N, "collapse": bool}}}. Malformed files are errors, never crashes.
+Result<std::map<std::string, TileOverride>> parseTileConfig(const std::string& text,
+                                                            const std::string& file);
+Result<std::map<std::string, TileOverride>> readTileConfig(const std::string& path);
+
+} // namespace kiln

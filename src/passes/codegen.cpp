@@ -1,0 +1,254 @@
+// The codegen analyses shared by fuse, collapse-dims, pad, tile and lower (see codegen.h):
+// what lower supports, a kernel's strategy, tile plans and the shared-memory footprint.
+#include "passes/codegen.h"
+
+#include <set>
+
+namespace kiln {
+
+bool lowerSupports(const Op& op) {
+  for (size_t i = 0; i < op.numOperands(); ++i)
+    if (op.operand(i)->type().hasUnknownDims()) return false;
+  if (op.has(kElementwise)) return true;
+  switch (op.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::Broadcast:
+  case OpKind::Slice:
+  case OpKind::Gather:
+  case OpKind::GatherElements:
+  case OpKind::Triu:
+  case OpKind::Tril:
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd:
+  case OpKind::Matmul:
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::Concat:
+  case OpKind::Cumsum: return true;
+  case OpKind::Conv:
+  case OpKind::MaxPool:
+  case OpKind::AvgPool: {
+    // Windows are lowered with static shapes (the window arithmetic is unrolled per dim).
+    for (const Value* v : op.operands())
+      if (!v->type().isStatic()) return false;
+    int64_t r = op.operand(0)->type().rank();
+    return r >= 3 && r <= 5 && op.result(0)->type().isStatic();
+  }
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: {
+    // The reference rejects an empty axis; the kernel must never meet one.
+    const Type& t = op.operand(0)->type();
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + t.rank() : axis;
+    if (axis < 0 || axis >= t.rank()) return false;
+    const SymbolTable* syms =
+        op.parent() && op.parent()->parent() ? &op.parent()->parent()->symbols() : nullptr;
+    const Dim& d = t.dim(axis);
+    if (d.isStatic()) return d.value() >= 1;
+    return syms && bounds(d.expr(), *syms).lo >= 1;
+  }
+  case OpKind::Pad: {
+    std::string mode = op.attrs().getStr("mode", "constant");
+    if (mode == "reflect") // the mirror period needs static dims
+      return op.operand(0)->type().isStatic();
+    return mode == "constant" || mode == "edge";
+  }
+  default: return false;
+  }
+}
+
+Func* dispatchKernel(const Module& m, const Op& dispatch) {
+  return m.lookupFunc(dispatch.attrs().getStr("kernel"));
+}
+
+bool isLoweredKernel(const Func& k) {
+  for (const auto& op : k.ops())
+    if (op->info().level == OpLevel::Kernel) return true;
+  return k.numArgs() > 0 && k.arg(0)->type().isBuffer();
+}
+
+namespace {
+
+// Every op that depends on `anchor` is elementwise over exactly the output shape, so the
+// matmul's value at an output position is all an epilogue needs.
+bool epilogueIsPointwise(const Func& k, const Op* anchor, const Shape& out) {
+  std::set<const Value*> dep{anchor->result(0)};
+  for (const auto& op : k.ops()) {
+    if (op.get() == anchor || op->has(kTerminator)) continue;
+    bool uses = false;
+    for (const Value* v : op->operands()) uses |= dep.count(v) > 0;
+    if (!uses) continue;
+    if (!op->has(kElementwise) || op->result(0)->type().shape() != out) return false;
+    for (const Value* v : op->operands())
+      if (dep.count(v) && v->type().shape() != out) return false;
+    dep.insert(op->result(0));
+  }
+  return true;
+}
+
+} // namespace
+
+KernelShape analyzeKernel(const Func& k) {
+  KernelShape s;
+  const Op* ret = k.terminator();
+  if (!ret || ret->numOperands() == 0 || isLoweredKernel(k)) return s;
+  for (const auto& op : k.ops())
+    if (!op->has(kTerminator) && !lowerSupports(*op)) return s;
+  s.outShape = ret->operand(0)->type().shape();
+  for (const Value* v : ret->operands())
+    if (v->type().shape() != s.outShape || v->type().hasUnknownDims()) return s;
+  s.strategy = Strategy::Pointwise;
+  for (const auto& op : k.ops()) {
+    if (op->kind() != OpKind::Matmul) continue;
+    const Type& a = op->operand(0)->type();
+    const Type& b = op->operand(1)->type();
+    if (a.rank() < 2 || b.rank() < 2 || op->result(0)->type().shape() != s.outShape) continue;
+    if (!epilogueIsPointwise(k, op.get(), s.outShape)) continue;
+    s.strategy = Strategy::Matmul;
+    s.anchor = op.get();
+    s.aElem = a.elem();
+    s.bElem = b.elem();
+    break;
+  }
+  return s;
+}
+
+std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const TilePlan& p) {
+  if (s.strategy != Strategy::Matmul || p.tile.size() != 3) return {};
+  return {{s.aElem, {p.tile[0], p.tile[2]}}, {s.bElem, {p.tile[2], p.tile[1]}}};
+}
+
+uint64_t sharedFootprint(const std::vector<SharedBuffer>& buffers) {
+  uint64_t total = 0;
+  for (const SharedBuffer& b : buffers) {
+    uint64_t bytes = static_cast<uint64_t>(elemTypeBytes(b.elem));
+    for (int64_t d : b.dims)
+      if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+        return UINT64_MAX;
+    if (__builtin_add_overflow(total, bytes, &total)) return UINT64_MAX;
+  }
+  return total;
+}
+
+std::vector<SharedBuffer> sharedBuffersOf(const Func& k) {
+  std::vector<SharedBuffer> out;
+  for (const auto& op : k.ops()) {
+    if (op->kind() != OpKind::Alloc) continue;
+    const Type& t = op->result(0)->type();
+    if (t.space() == MemSpace::Shared && t.isStatic()) out.push_back({t.elem(), t.staticShape()});
+  }
+  return out;
+}
+
+TilePlan planOf(const Op& d, const KernelShape& s) {
+  TilePlan p;
+  if (s.strategy == Strategy::Matmul) {
+    p.tile = {32, 32, 8};
+    p.workgroup = {8, 8, 1};
+  } else {
+    p.tile = {64};
+    p.workgroup = {64, 1, 1};
+  }
+  if (d.attrs().has("tile")) p.tile = d.attrs().getInts("tile");
+  if (d.attrs().has("workgroup")) p.workgroup = d.attrs().getInts("workgroup");
+  return p;
+}
+
+void recordPlan(Op& d, const TilePlan& p) {
+  d.attrs().set("tile", p.tile);
+  d.attrs().set("workgroup", p.workgroup);
+}
+
+std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, const TargetDesc& t,
+                                       bool checkSharedMemory) {
+  auto str = [](const std::vector<int64_t>& v) {
+    std::string r = "[";
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+    return r + "]";
+  };
+  if (p.workgroup.size() != 3) return "workgroup " + str(p.workgroup) + " needs 3 entries";
+  int64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    int64_t w = p.workgroup[static_cast<size_t>(i)];
+    if (w < 1 || w > t.maxWorkgroupSize[i])
+      return "workgroup " + str(p.workgroup) + " exceeds " + t.name + "'s maximum size " +
+             std::to_string(t.maxWorkgroupSize[i]) + " along axis " + std::to_string(i);
+    threads *= w;
+  }
+  if (threads > t.maxWorkgroupInvocations)
+    return "workgroup " + str(p.workgroup) + " has " + std::to_string(threads) + " threads; " +
+           t.name + " allows " + std::to_string(t.maxWorkgroupInvocations);
+  if (s.strategy == Strategy::Pointwise) {
+    if (p.tile.size() != 1 || p.tile[0] != threads || p.workgroup[1] != 1 || p.workgroup[2] != 1)
+      return "a pointwise kernel takes tile [threads] with workgroup [threads, 1, 1], got tile " +
+             str(p.tile) + " and workgroup " + str(p.workgroup);
+    return std::nullopt;
+  }
+  if (s.strategy != Strategy::Matmul) return std::nullopt;
+  if (p.tile.size() != 3) return "a matmul kernel takes tile [TM, TN, TK], got " + str(p.tile);
+  if (p.workgroup[2] != 1) return "a matmul kernel's workgroup is [x, y, 1]";
+  if (p.tile[0] % p.workgroup[1] != 0 || p.tile[1] % p.workgroup[0] != 0)
+    return "tile " + str(p.tile) + " is not a multiple of workgroup " + str(p.workgroup) +
+           " (TM by y, TN by x)";
+  int64_t perThread = (p.tile[0] / p.workgroup[1]) * (p.tile[1] / p.workgroup[0]);
+  if (perThread > 256)
+    return "tile " + str(p.tile) + " gives each thread " + std::to_string(perThread) +
+           " accumulators (at most 256)";
+  uint64_t bytes = sharedFootprint(sharedBuffersFor(s, p));
+  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
+    return "tile " + str(p.tile) + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
+           t.name + " has " + std::to_string(t.sharedMemoryBytes);
+  return std::nullopt;
+}
+
+} // namespace kiln
+
+namespace kiln {
+
+std::string kernelReport(const Module& m, const TargetDesc& t) {
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string r = "[";
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+    return r + "]";
+  };
+  std::string out = "target " + t.name + ": shared memory " + std::to_string(t.sharedMemoryBytes) +
+                    " bytes, " + std::to_string(t.maxWorkgroupInvocations) +
+                    " threads per workgroup\n";
+  int lowered = 0, host = 0, fits = 0;
+  std::set<const Func*> seen;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops()) {
+      if (op->kind() != OpKind::Dispatch) continue;
+      Func* k = dispatchKernel(m, *op);
+      if (!k || !seen.insert(k).second) continue;
+      if (!isLoweredKernel(*k)) {
+        std::string ops;
+        for (const auto& o : k->ops())
+          if (!o->has(kTerminator)) ops += (ops.empty() ? "" : ", ") + std::string(o->name());
+        out += "kernel @" + k->name() + ": not lowered, runs on the host side (" + ops + ")\n";
+        ++host;
+        continue;
+      }
+      ++lowered;
+      std::vector<int64_t> wg{1, 1, 1};
+      for (const auto& o : k->ops())
+        if (o->kind() == OpKind::KernelConfig) wg = o->attrs().getInts("workgroup");
+      uint64_t bytes = sharedFootprint(sharedBuffersOf(*k));
+      bool ok = bytes <= t.sharedMemoryBytes;
+      fits += ok;
+      out += "kernel @" + k->name() + ": workgroup " + list(wg) + ", tile " +
+             list(op->attrs().getInts("tile")) +
+             (op->attrs().getInt("guarded", 1) ? ", guarded" : ", exact") + ", shared " +
+             std::to_string(bytes) + " / " + std::to_string(t.sharedMemoryBytes) + " bytes" +
+             (ok ? "" : "  OVER LIMIT") + "\n";
+    }
+  out += std::to_string(lowered) + " kernels lowered (" + std::to_string(fits) +
+         " within the shared-memory limit), " + std::to_string(host) + " on the host side\n";
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,277 @@
+// fuse: dispatch formation. Groups the tensor ops of each function into kernels.
+//
+// Requires:    a verified tensor-level module (shape-infer run: no `?` dims).
+// Guarantees:  every live computing op of a non-kernel function is inside exactly one kernel
+//              function, called by one `dispatch`; sources (constant, weight, iota, range,
+//              dim) stay in the caller and are passed as operands; a kernel has at most one
+//              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
+//              is always alone); groups are convex, so the caller stays in SSA order.
+// Invalidates: op order in the caller (re-sorted topologically, otherwise in source order).
+//
+//   %1 = matmul %x, %w : tensor<4x8xf32>         %1 = dispatch %x, %w {kernel = "main_dispatch_0"}
+//   %2 = add %1, %b : ...                   =>        : tensor<4x8xf32>
+//   %3 = relu %2 : ...                          (with %b) and @main_dispatch_0 holding all three
+//
+// The rules, each with a per-target switch (TargetDesc::fusion, target.h):
+//   elementwise-into-consumer  an elementwise op whose users are all in one dispatch joins it
+//   views-into-loads           a view (slice, transpose, broadcast, reshape, gather) whose
+//                              users are all in one dispatch joins it; `lower` folds it into
+//                              that dispatch's loads, so it is never materialized
+//   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
+//                              it when that dispatch's outputs have the anchor's shape (the
+//                              elementwise chain becomes the anchor's epilogue)
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/builder.h"
+#include "passes/codegen.h"
+#include "passes/passes.h"
+
+namespace kiln {
+
+namespace {
+
+bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKind::Dim; }
+
+bool isComputing(const Op& op) {
+  return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
+         op.kind() != OpKind::Dispatch && !isSource(op);
+}
+
+bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }
+
+class Grouping {
+public:
+  Grouping(Func& f, const FusionRules& rules) : f_(f), rules_(rules), ops_(f.opsSnapshot()) {
+    for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
+    group_.assign(ops_.size(), -1);
+  }
+
+  void run() {
+    for (size_t i = ops_.size(); i-- > 0;) {
+      Op& op = *ops_[i];
+      if (!isComputing(op)) continue;
+      std::optional<int> target = consumerGroup(op);
+      if (target && canJoin(op, *target)) {
+        add(*target, i);
+      } else {
+        groups_.push_back({});
+        add(static_cast<int>(groups_.size()) - 1, i);
+      }
+    }
+  }
+
+  const std::vector<std::vector<size_t>>& groups() const { return groups_; }
+  int groupOf(const Op* op) const {
+    auto it = index_.find(op);
+    return it == index_.end() ? -1 : group_[it->second];
+  }
+  const std::vector<Op*>& ops() const { return ops_; }
+
+private:
+  void add(int g, size_t i) {
+    group_[i] = g;
+    groups_[static_cast<size_t>(g)].push_back(i);
+  }
+
+  // The one group all of op's users are in, if there is one.
+  std::optional<int> consumerGroup(const Op& op) const {
+    std::set<int> gs;
+    for (size_t r = 0; r < op.numResults(); ++r)
+      for (const Use& u : op.result(r)->uses()) {
+        int g = groupOf(u.user);
+        if (g < 0) return std::nullopt;
+        gs.insert(g);
+      }
+    if (gs.size() != 1) return std::nullopt;
+    return *gs.begin();
+  }
+
+  bool groupSupported(int g) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (!lowerSupports(*ops_[i])) return false;
+    return true;
+  }
+
+  const Op* anchorOf(int g) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (isAnchor(*ops_[i])) return ops_[i];
+    return nullptr;
+  }
+
+  bool canJoin(const Op& op, int g) const {
+    if (!lowerSupports(op) || !groupSupported(g)) return false;
+    if (op.has(kView)) {
+      if (!rules_.viewsIntoLoads) return false;
+    } else if (op.has(kElementwise)) {
+      if (!rules_.elementwiseIntoConsumer) return false;
+    } else {
+      if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
+      // The group's outputs must span the anchor's iteration space.
+      const Type& t = op.result(0)->type();
+      for (size_t i : groups_[static_cast<size_t>(g)])
+        for (size_t r = 0; r < ops_[i]->numResults(); ++r) {
+          bool output = false;
+          for (const Use& u : ops_[i]->result(r)->uses()) output |= groupOf(u.user) != g;
+          if (output && ops_[i]->result(r)->type().shape() != t.shape()) return false;
+        }
+    }
+    return convexWith(op, g);
+  }
+
+  // No path leads from a member of g through a non-member to `op` (op's users are all in g,
+  // so paths out of op stay inside).
+  bool convexWith(const Op& op, int g) const {
+    size_t lo = SIZE_MAX;
+    for (size_t i : groups_[static_cast<size_t>(g)]) lo = std::min(lo, i);
+    std::vector<const Op*> stack{&op};
+    std::set<const Op*> seen;
+    while (!stack.empty()) {
+      const Op* cur = stack.back();
+      stack.pop_back();
+      for (const Value* v : cur->operands()) {
+        const Op* d = v->def();
+        if (!d || index_.at(d) < lo || !seen.insert(d).second) continue;
+        if (d != &op && groupOf(d) == g) return false;
+        stack.push_back(d);
+      }
+    }
+    return true;
+  }
+
+  Func& f_;
+  FusionRules rules_;
+  std::vector<Op*> ops_;
+  std::map<const Op*, size_t> index_;
+  std::vector<int> group_;
+  std::vector<std::vector<size_t>> groups_;
+};
+
+std::string freshName(const Module& m, const std::string& base, int& counter) {
+  for (;;) {
+    std::string n = base + "_dispatch_" + std::to_string(counter++);
+    if (!m.lookupFunc(n)) return n;
+  }
+}
+
+// Outlines one group into a kernel function and replaces it by a dispatch at the end of f.
+// `members` are in source order.
+void outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
+  std::set<const Op*> in(members.begin(), members.end());
+  std::vector<Value*> inputs, outputs;
+  std::set<Value*> seenInputs;
+  for (Op* op : members)
+    for (Value* v : op->operands())
+      if ((!v->def() || !in.count(v->def())) && seenInputs.insert(v).second) inputs.push_back(v);
+  for (Op* op : members)
+    for (size_t r = 0; r < op->numResults(); ++r) {
+      Value* v = op->result(r);
+      bool outside = false;
+      for (const Use& u : v->uses()) outside |= !in.count(u.user);
+      if (outside) outputs.push_back(v);
+    }
+  if (outputs.empty()) { // dead code: nothing outside reads the group
+    for (auto it = members.rbegin(); it != members.rend(); ++it) f.erase(*it);
+    return;
+  }
+  std::string name = freshName(m, f.name(), counter);
+  auto kernel = std::make_unique<Func>(name, members.front()->loc());
+  std::map<const Value*, Value*> map;
+  for (Value* v : inputs) map[v] = kernel->addArg(v->type());
+  std::vector<Type> outTypes;
+  for (Value* v : outputs) outTypes.push_back(v->type());
+  kernel->setResultTypes(outTypes);
+  Builder kb(kernel.get());
+  for (Op* op : members) {
+    std::vector<Value*> operands;
+    for (Value* v : op->operands()) operands.push_back(map.at(v));
+    std::vector<Type> types;
+    for (size_t r = 0; r < op->numResults(); ++r) types.push_back(op->result(r)->type());
+    kb.setLoc(op->loc());
+    Op* c = kb.createUnchecked(op->kind(), operands, op->attrs(), types);
+    for (size_t r = 0; r < op->numResults(); ++r) map[op->result(r)] = c->result(r);
+  }
+  std::vector<Value*> rets;
+  for (Value* v : outputs) rets.push_back(map.at(v));
+  kb.createUnchecked(OpKind::Return, rets, {}, {});
+  m.addFunc(std::move(kernel));
+
+  Builder b(&f);
+  b.setLoc(members.front()->loc());
+  Attrs a;
+  a.set("kernel", name);
+  Op* d = b.createUnchecked(OpKind::Dispatch, inputs, a, outTypes);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i]->replaceAllUsesWith(d->result(i));
+  for (auto it = members.rbegin(); it != members.rend(); ++it) f.erase(*it);
+}
+
+void fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
+  Grouping g(f, rules);
+  g.run();
+  const std::vector<Op*>& ops = g.ops();
+  // Units: a group, or an op outside every group; emitted in a topological order that keeps
+  // the source order where dependencies allow (Kahn's algorithm, smallest first index first).
+  size_t numGroups = g.groups().size();
+  auto unitOf = [&](const Op* op) -> size_t {
+    int gr = g.groupOf(op);
+    if (gr >= 0) return static_cast<size_t>(gr);
+    return numGroups + static_cast<size_t>(std::find(ops.begin(), ops.end(), op) - ops.begin());
+  };
+  size_t numUnits = numGroups + ops.size();
+  std::vector<size_t> firstIndex(numUnits, SIZE_MAX), pending(numUnits, 0);
+  std::vector<std::set<size_t>> succ(numUnits);
+  std::vector<bool> live(numUnits, false);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    size_t u = unitOf(ops[i]);
+    live[u] = true;
+    firstIndex[u] = std::min(firstIndex[u], i);
+    for (const Value* v : ops[i]->operands())
+      if (v->def()) {
+        size_t p = unitOf(v->def());
+        if (p != u && succ[p].insert(u).second) ++pending[u];
+      }
+  }
+  std::set<std::pair<size_t, size_t>> ready; // (first index, unit)
+  for (size_t u = 0; u < numUnits; ++u)
+    if (live[u] && pending[u] == 0) ready.insert({firstIndex[u], u});
+  Op* ret = f.terminator();
+  while (!ready.empty()) {
+    size_t u = ready.begin()->second;
+    ready.erase(ready.begin());
+    if (u < numGroups) {
+      std::vector<Op*> members;
+      std::vector<size_t> idx = g.groups()[u];
+      std::sort(idx.begin(), idx.end());
+      for (size_t i : idx) members.push_back(ops[i]);
+      outline(m, f, members, counter);
+    } else if (ops[u - numGroups] != ret) {
+      f.move(ops[u - numGroups], nullptr);
+    }
+    for (size_t s : succ[u])
+      if (--pending[s] == 0) ready.insert({firstIndex[s], s});
+  }
+  if (ret) f.move(ret, nullptr);
+}
+
+class FusePass : public Pass {
+public:
+  Status run(Module& m) override {
+    std::set<std::string> kernels;
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops())
+        if (op->kind() == OpKind::Dispatch) kernels.insert(op->attrs().getStr("kernel"));
+    std::vector<Func*> todo;
+    for (const auto& f : m.funcs())
+      if (!kernels.count(f->name()) && !isLoweredKernel(*f)) todo.push_back(f.get());
+    int counter = 0;
+    for (Func* f : todo) fuseFunc(m, *f, codegenContext().target.fusion, counter);
+    return ok();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
+
+} // namespace kiln

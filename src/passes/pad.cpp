@@ -1,0 +1,68 @@
+// pad: pads each dispatch's iteration space to tile multiples, with guards only where the
+// value bounds cannot prove the padding empty.
+//
+// Requires:    tile (dispatches carry tile and workgroup).
+// Guarantees:  every tiled dispatch carries `guarded`: 0 when value bounds prove every
+//              tiled extent a multiple of its tile (static sizes, or symbols declared
+//              `divisible_by` the tile), so the padded space is the real one and `lower`
+//              emits plain loads and stores; 1 otherwise — the grid still covers the
+//              extent rounded up to whole tiles, shared tiles are zero-filled past the end,
+//              and every access of a partial tile is masked. A dim without any bound
+//              (no range, no divisor) simply gets guarded code: pad never fails a compile.
+// Invalidates: nothing.
+//
+//   symbol n in [1, 4096]                               symbol n in [1, 4096] divisible_by 64
+//   %0 = dispatch ... {tile = [64], ...}  => guarded = 1 %0 = dispatch ... {tile = [64]} => guarded
+//   = 0
+#include "passes/codegen.h"
+#include "passes/passes.h"
+#include "passes/value_bounds.h"
+
+namespace kiln {
+
+namespace {
+
+bool exact(const KernelShape& s, const TilePlan& p, const SymbolTable& syms, const TargetDesc& t) {
+  if (s.strategy == Strategy::Pointwise) {
+    SymExpr total = SymExpr::constant(1);
+    for (const Dim& d : s.outShape) {
+      if (d.isUnknown()) return false;
+      total = total * d.expr();
+    }
+    Dim td(total);
+    Range r = dimBounds(td, syms);
+    // The grid must also cover the extent in one row of at most maxWorkgroupCount groups.
+    return dimDivisibleBy(td, p.tile[0], syms) && r.known() &&
+           r.hi / p.tile[0] <= std::min<int64_t>(t.maxWorkgroupCount[0], 65535);
+  }
+  size_t r = s.outShape.size();
+  const Type& a = s.anchor->operand(0)->type();
+  return dimDivisibleBy(s.outShape[r - 2], p.tile[0], syms) &&
+         dimDivisibleBy(s.outShape[r - 1], p.tile[1], syms) &&
+         dimDivisibleBy(a.dim(a.rank() - 1), p.tile[2], syms);
+}
+
+class PadPass : public Pass {
+public:
+  Status run(Module& m) override {
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops()) {
+        if (op->kind() != OpKind::Dispatch || !op->attrs().has("tile")) continue;
+        Func* k = dispatchKernel(m, *op);
+        if (!k || isLoweredKernel(*k)) continue;
+        KernelShape s = analyzeKernel(*k);
+        if (s.strategy == Strategy::Host) continue;
+        TilePlan p = planOf(*op, s);
+        if (planProblem(s, p, codegenContext().target)) continue; // lower reports it
+        op->attrs().set("guarded",
+                        int64_t(exact(s, p, m.symbols(), codegenContext().target) ? 0 : 1));
+      }
+    return ok();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createPadPass() { return std::make_unique<PadPass>(); }
+
+} // namespace kiln

@@ -1,0 +1,328 @@
+// Unit tests for code generation: kernel-level types, value bounds, the footprint function,
+// target tables, tile configs (parsing and a sweep of manual configs that must compile and
+// run correctly on sim or be refused with a reason), the final resource check, and the
+// simulator's barrier, shared-memory and out-of-bounds behaviour.
+#include <cmath>
+#include <doctest/doctest.h>
+#include <sstream>
+
+#include "backends/target.h"
+#include "ir/interp.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/codegen.h"
+#include "passes/pass_manager.h"
+#include "passes/value_bounds.h"
+#include "runtime/sim/sim.h"
+
+using namespace kiln;
+
+namespace {
+
+std::unique_ptr<Module> parse(const std::string& text) {
+  auto m = parseModule(text, "test.kir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.diags().str()));
+  Status v = verifyModule(**m);
+  REQUIRE_MESSAGE(v.ok(), (v.ok() ? "" : v.diags().str()));
+  return m.take();
+}
+
+Status runPipeline(Module& m, const std::string& pipeline) {
+  PassManager pm;
+  KILN_CHECK(pm.addPipeline(pipeline));
+  std::ostringstream sink;
+  KILN_CHECK(pm.run(m, sink));
+  return verifyModule(m);
+}
+
+HostTensor ramp(ElemType e, std::vector<int64_t> shape, double scale) {
+  HostTensor t(e, std::move(shape));
+  for (int64_t i = 0; i < t.numElements(); ++i) t.setF(i, std::sin(static_cast<double>(i)) * scale);
+  return t;
+}
+
+// Runs @main of `compiled` on sim and of a fresh parse of `text` on the reference.
+void expectSame(const std::string& text, Module& compiled, const std::vector<HostTensor>& in) {
+  auto ref = parse(text);
+  WeightStore rw(*ref), sw(compiled);
+  auto want = interpret(*ref->lookupFunc("main"), in, rw);
+  REQUIRE(want.ok());
+  auto got = sim::runOnSim(*compiled.lookupFunc("main"), in, sw);
+  REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+  REQUIRE(got->size() == want->size());
+  for (size_t o = 0; o < got->size(); ++o)
+    for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
+      REQUIRE((*got)[o].getF(i) == doctest::Approx((*want)[o].getF(i)).epsilon(1e-5));
+}
+
+struct ContextGuard {
+  CodegenContext saved = codegenContext();
+  ~ContextGuard() { codegenContext() = saved; }
+};
+
+const char* kMatmul = R"(symbol m in [1, 256]
+func @main(%x: tensor<{m}x24xf32>, %w: tensor<24x40xf32>) -> (tensor<{m}x40xf32>) {
+  %0 = matmul %x, %w : tensor<{m}x40xf32>
+  %1 = tanh %0 : tensor<{m}x40xf32>
+  return %1
+}
+)";
+
+} // namespace
+
+TEST_CASE("kernel-level types print and parse back") {
+  for (const char* t : {"index", "f32", "i1", "vector<4xf16>", "buffer<4x{n}xf32>",
+                        "buffer<64x64xf16, shared>", "buffer<2xf64, private>"}) {
+    auto m = parseModule(
+        std::string("symbol n in [1, 8]\nfunc @f(%a: ") + t + ") -> () {\n  return\n}\n", "t.kir");
+    REQUIRE_MESSAGE(m.ok(), t);
+    CHECK((*m)->funcs()[0]->arg(0)->type().str() == t);
+  }
+  CHECK(Type::buffer(ElemType::F32, {Dim(4)}) != Type::tensor(ElemType::F32, {4}));
+  CHECK(Type::index().isIndex());
+  auto bad = parseModule("func @f(%a: buffer<4xf32, texture>) -> () {\n  return\n}\n", "t.kir");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.diags().str().find("memory space") != std::string::npos);
+}
+
+TEST_CASE("value bounds: ranges and divisibility through index ops") {
+  auto m = parse(R"(symbol n in [8, 64] divisible_by 8
+func @k(%b: buffer<{n}xf32>) -> () {
+  %c4 = iconst {value = 4} : index
+  %c3 = iconst {value = 3} : index
+  %n = symbol {name = "n"} : index
+  kernel_config %c4, %c4, %c4 {workgroup = [32, 1, 1]}
+  %t = local_id {axis = 0} : index
+  %a = imul %n, %c4 : index
+  %s = isub %a, %c3 : index
+  %d = ifloordiv %n, %c4 : index
+  %e = iceildiv %s, %c4 : index
+  %r = imod %t, %c3 : index
+  %mn = imin %n, %t : index
+  %mx = imax %n, %t : index
+  %lt = icmp %t, %n {pred = "lt"} : i1
+  %sel = sselect %lt, %t, %n : index
+  %i = for %c3, %n, %c4 : index
+  end_for
+  return
+}
+)");
+  const Func& k = *m->lookupFunc("k");
+  ValueBounds vb(k, m->symbols());
+  auto byName = [&](size_t opIndex) { return k.opsSnapshot()[opIndex]->result(0); };
+  CHECK(vb.of(byName(2)) == Range{8, 64, 8}); // n
+  CHECK(vb.of(byName(4)).lo == 0);            // local_id
+  CHECK(vb.of(byName(4)).hi == 31);
+  CHECK(vb.of(byName(5)) == Range{32, 256, 32}); // 4n
+  CHECK(vb.of(byName(6)).lo == 29);              // 4n - 3
+  CHECK(vb.of(byName(6)).divisor == 1);
+  CHECK(vb.of(byName(7)) == Range{2, 16, 1}); // n floordiv 4
+  CHECK(vb.of(byName(8)).hi == 64);           // (4n-3) ceildiv 4
+  CHECK(vb.of(byName(9)) == Range{0, 2, 1});  // t mod 3
+  CHECK(vb.of(byName(10)).hi == 31);          // min(n, t)
+  CHECK(vb.of(byName(11)).lo == 8);           // max(n, t)
+  CHECK_FALSE(vb.provablyTrue(byName(12)));   // t < n is not always true
+  CHECK(vb.of(byName(13)).hi == 64);          // select
+  CHECK(vb.of(byName(14)).lo == 3);           // for iv
+  CHECK(vb.of(byName(14)).hi == 63);
+  CHECK(dimDivisibleBy(Dim(SymExpr::symbol("n")), 8, m->symbols()));
+  CHECK_FALSE(dimDivisibleBy(Dim(SymExpr::symbol("n")), 16, m->symbols()));
+  CHECK_FALSE(dimDivisibleBy(Dim::unknown(), 1, m->symbols()));
+}
+
+TEST_CASE("the footprint function is 64-bit and saturates") {
+  CHECK(sharedFootprint({{ElemType::F16, {128, 32}}, {ElemType::F16, {32, 128}}}) == 16384);
+  // 286,720 bytes: the attention kernel that broke a Llama build elsewhere.
+  CHECK(sharedFootprint({{ElemType::F16, {140, 1024}}}) == 286720);
+  CHECK(sharedFootprint({{ElemType::F64, {int64_t(1) << 40, int64_t(1) << 40}}}) == UINT64_MAX);
+  CHECK(sharedFootprint({{ElemType::F32, {-1}}}) == UINT64_MAX);
+}
+
+TEST_CASE("targets: every named target, device limits replace the table") {
+  for (const char* n : {"cpu", "vulkan:lavapipe", "vulkan:nvidia-sm90", "vulkan:generic",
+                        "amdgpu:gfx90a", "amdgpu:gfx942", "amdgpu:gfx1100"}) {
+    auto t = lookupTarget(n);
+    REQUIRE(t.ok());
+    CHECK(t->sharedMemoryBytes > 0);
+    CHECK(!t->subgroupSizes.empty());
+    CHECK(t->supports(ElemType::F16));
+  }
+  auto bad = lookupTarget("vulkan:nope");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.diags().str().find("amdgpu:gfx942") != std::string::npos);
+  TargetDesc dev;
+  dev.sharedMemoryBytes = 12345;
+  TargetDesc t = withDeviceLimits(*lookupTarget("vulkan:generic"), dev);
+  CHECK(t.sharedMemoryBytes == 12345);
+  CHECK(t.maxWorkgroupInvocations == 128);
+}
+
+TEST_CASE("tile configs: malformed files are errors, never crashes") {
+  for (const char* text :
+       {"", "{", "[]", R"({"kernels": 3})", R"({"kernels": {"k": 1}})",
+        R"({"kernels": {"k": {"tile": "big"}}})", R"({"kernels": {"k": {"tile": [0]}}})",
+        R"({"kernels": {"k": {"workgroup": [1, 2]}}})",
+        R"({"kernels": {"k": {"subgroups": 4096}}})", R"({"kernels": {"k": {"warps": 8}}})",
+        R"({"kernels": {"k": {"tile": [1e300]}}})"}) {
+    auto c = parseTileConfig(text, "cfg.json");
+    CHECK_FALSE(c.ok());
+  }
+  auto good = parseTileConfig(R"({"kernels": {"*": {"subgroups": 8, "collapse": false}}})", "c");
+  REQUIRE(good.ok());
+  CHECK(good->at("*").subgroups == 8);
+  CHECK_FALSE(good->at("*").collapse);
+}
+
+TEST_CASE("manual configs: each one compiles and runs correctly on sim, or is refused") {
+  ContextGuard guard;
+  int compiled = 0, refused = 0;
+  std::vector<HostTensor> in = {ramp(ElemType::F32, {19, 24}, 1.0),
+                                ramp(ElemType::F32, {24, 40}, 0.5)};
+  for (const char* target : {"vulkan:generic", "vulkan:nvidia-sm90", "amdgpu:gfx942"}) {
+    for (int64_t subgroups : {1, 4, 8, 16}) {
+      for (const char* tile : {"", "[32, 32, 8]", "[128, 256, 64]", "[7, 5, 3]", "[16, 8, 4]"}) {
+        std::string json = R"({"kernels": {"*": {"subgroups": )" + std::to_string(subgroups) +
+                           (*tile ? std::string(R"(, "tile": )") + tile : "") + "}}}";
+        CAPTURE(target);
+        CAPTURE(json);
+        codegenContext().target = *lookupTarget(target);
+        auto cfg = parseTileConfig(json, "sweep.json");
+        REQUIRE(cfg.ok());
+        codegenContext().overrides = *cfg;
+        auto m = parse(kMatmul);
+        Status st = runPipeline(*m, "codegen");
+        if (!st.ok()) {
+          std::string msg = st.diags().str();
+          CHECK(msg.find("refused") != std::string::npos);
+          ++refused;
+          continue;
+        }
+        ++compiled;
+        expectSame(kMatmul, *m, in);
+      }
+    }
+  }
+  MESSAGE("manual configs: " << compiled << " compiled and matched, " << refused << " refused");
+  CHECK(compiled > 5);
+  CHECK(refused > 5);
+}
+
+TEST_CASE("the final resource check names the kernel, the bytes and the limit") {
+  ContextGuard guard;
+  codegenContext().target = *lookupTarget("vulkan:generic");
+  // A plan forced onto the dispatch (as a tuner or a hand edit would) that tile never chose.
+  auto m = parse(
+      R"(func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>) -> (tensor<256x256xf32>) {
+  %0 = dispatch %x, %w {kernel = "k", tile = [128, 128, 64], workgroup = [16, 8, 1]} : tensor<256x256xf32>
+  return %0
+}
+func @k(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> (tensor<256x256xf32>) {
+  %0 = matmul %a, %b : tensor<256x256xf32>
+  return %0
+}
+)");
+  Status st = runPipeline(*m, "lower");
+  REQUIRE_FALSE(st.ok());
+  std::string msg = st.diags().str();
+  CHECK(msg.find("kernel @k needs 65536 bytes of shared memory, more than the 16384-byte limit "
+                 "of vulkan:generic") != std::string::npos);
+}
+
+TEST_CASE("sim: barriers order shared-memory phases; errors name the kernel and index") {
+  auto m = parse(R"(func @k(%in: buffer<4xf32>, %out: buffer<4xf32>) -> () {
+  %c1 = iconst {value = 1} : index
+  %c3 = iconst {value = 3} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [4, 1, 1]}
+  %t = local_id {axis = 0} : index
+  %s = alloc : buffer<4xf32, shared>
+  %v = load %in, %t : f32
+  store %v, %s, %t
+  barrier
+  %r = isub %c3, %t : index
+  %w = load %s, %r : f32
+  store %w, %out, %t
+  return
+}
+func @oob(%in: buffer<4xf32>, %out: buffer<4xf32>) -> () {
+  %c1 = iconst {value = 1} : index
+  %c2 = iconst {value = 2} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [4, 1, 1]}
+  %t = local_id {axis = 0} : index
+  %i = iadd %t, %c2 : index
+  %v = load %in, %i : f32
+  store %v, %out, %t
+  return
+}
+func @diverge(%in: buffer<4xf32>, %out: buffer<4xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [4, 1, 1]}
+  %t = local_id {axis = 0} : index
+  %i = for %c0, %t, %c1 : index
+  barrier
+  end_for
+  return
+}
+)");
+  HostTensor in = ramp(ElemType::F32, {4}, 1.0);
+  HostTensor out(ElemType::F32, {4});
+  std::vector<sim::BufferRef> b = {{in}, {out}};
+  REQUIRE(sim::runKernel(*m->lookupFunc("k"), b, {}, {1, 1, 1}).ok());
+  for (int64_t i = 0; i < 4; ++i) CHECK(out.getF(i) == in.getF(3 - i));
+
+  Status oob = sim::runKernel(*m->lookupFunc("oob"), b, {}, {1, 1, 1});
+  REQUIRE_FALSE(oob.ok());
+  CHECK(
+      oob.diags().str().find("kernel @oob: out-of-bounds access at [4] of a buffer of shape [4]") !=
+      std::string::npos);
+  CHECK(oob.diags().str().find("thread (2, 0, 0)") != std::string::npos);
+
+  Status div = sim::runKernel(*m->lookupFunc("diverge"), b, {}, {1, 1, 1});
+  REQUIRE_FALSE(div.ok());
+  CHECK(div.diags().str().find("never reach") != std::string::npos);
+
+  std::vector<sim::BufferRef> wrong = {{in}};
+  CHECK_FALSE(sim::runKernel(*m->lookupFunc("k"), wrong, {}, {1, 1, 1}).ok());
+}
+
+TEST_CASE("fuse + lower keep dynamic dims correct at lengths 1, 7, 33 and 2047") {
+  const char* text = R"(symbol s in [1, 4096]
+func @main(%x: tensor<{s}x4xf32>, %g: tensor<4xf32>) -> (tensor<{s}x4xf32>) {
+  %0 = mul %x, %g : tensor<{s}x4xf32>
+  %1 = softmax %0 {axis = 1} : tensor<{s}x4xf32>
+  %2 = reduce_max %x {axes = [1], keepdims = 1} : tensor<{s}x1xf32>
+  %3 = sub %1, %2 : tensor<{s}x4xf32>
+  return %3
+}
+)";
+  for (int64_t n : {1, 7, 33, 2047}) {
+    CAPTURE(n);
+    auto m = parse(text);
+    REQUIRE(runPipeline(*m, "codegen").ok());
+    expectSame(text, *m, {ramp(ElemType::F32, {n, 4}, 3.0), ramp(ElemType::F32, {4}, 1.0)});
+  }
+}
+
+TEST_CASE("fusion rules are per-target switches") {
+  ContextGuard guard;
+  const char* text = R"(func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>) {
+  %t = transpose %w {perm = [1, 0]} : tensor<8x8xf32>
+  %0 = matmul %x, %t : tensor<4x8xf32>
+  %1 = exp %0 : tensor<4x8xf32>
+  return %1
+}
+)";
+  auto dispatches = [&](FusionRules rules) {
+    codegenContext().target.fusion = rules;
+    auto m = parse(text);
+    REQUIRE(runPipeline(*m, "fuse").ok());
+    int n = 0;
+    for (const auto& op : m->lookupFunc("main")->ops()) n += op->kind() == OpKind::Dispatch;
+    return n;
+  };
+  CHECK(dispatches({}) == 1);
+  CHECK(dispatches({true, false, true}) == 2); // exp stays apart from the matmul
+  CHECK(dispatches({true, true, false}) == 2); // the transpose is materialized on its own
+  CHECK(dispatches({false, false, false}) == 3);
+}
