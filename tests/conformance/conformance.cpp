@@ -24,6 +24,8 @@
 #include "frontends/onnx/tensor.h"
 #include "ir/interp.h"
 #include "ir/weights.h"
+#include "passes/pass_manager.h"
+#include "runtime/sim/sim.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -46,6 +48,9 @@ struct Config {
   std::map<std::string, double> minRate;    // over tests whose ops are all supported
   std::map<std::string, double> minRateAll; // over every test not skipped
   bool verbose = false;
+  // Run on the kernel-IR simulator: compile with the `codegen` pipeline (fuse, tile, pad,
+  // lower) and execute the lowered kernels thread by thread.
+  bool sim = false;
 };
 
 std::string trim(const std::string& s) {
@@ -267,6 +272,7 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
   auto imported = kiln::onnx::importBytes(*bytes, modelName, dir.string());
   double worst = 0;
   bool constantShapes = false;
+  bool lowered = false; // the codegen pipeline ran on the imported module (--device=sim)
   for (const fs::path& set : sets) {
     auto ds = readDataSet(set, model.graph());
     if (!ds.ok()) {
@@ -307,8 +313,19 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       inputs.push_back(it->second);
     }
     for (const auto& [wn, t] : im.weights) im.module->setWeightData(wn, t);
+    if (cfg.sim && !lowered) {
+      PassManager pm;
+      Status compiled = pm.addPipeline("codegen");
+      if (compiled.ok()) compiled = pm.run(*im.module, std::cerr);
+      if (!compiled.ok()) {
+        line = "FAIL " + name + ": codegen: " + compiled.diags().list[0].str();
+        return Outcome::Failed;
+      }
+      lowered = true;
+    }
     WeightStore weights(*im.module);
-    auto results = interpret(*im.module->funcs()[0], inputs, weights);
+    auto results = cfg.sim ? sim::runOnSim(*im.module->funcs()[0], inputs, weights)
+                           : interpret(*im.module->funcs()[0], inputs, weights);
     if (!results.ok()) {
       line = "FAIL " + name + ": " + results.diags().list[0].str();
       return Outcome::Failed;
@@ -342,7 +359,8 @@ Runs every test_*/ folder under each DIR (folders of Debian's libonnx-testdata s
 /usr/share/libonnx-testdata/data/node) and prints one line per test, then
 `N passed, M failed, K skipped`.
 
-  --device=ref          device to run on (only the reference interpreter so far)
+  --device=ref|sim      ref: the reference interpreter; sim: compile with the codegen
+                        pipeline and run the lowered kernels on the kernel-IR simulator
   --filter=REGEX        only tests whose folder name matches REGEX (search, not whole)
   --rules=FILE          unsupported categories (default: unsupported.txt beside the source)
   --tolerances=FILE     per-test tolerances (default: tolerances.txt beside the source)
@@ -371,8 +389,11 @@ int main(int argc, char** argv) {
       std::cout << kHelp;
       return 0;
     } else if (auto v = value("--device")) {
-      if (*v != "ref" && *v != "ref[0]") {
-        std::cerr << "kiln-onnx-conformance: error: unknown device '" << *v << "' (have: ref)\n";
+      if (*v == "sim" || *v == "sim[0]") {
+        cfg.sim = true;
+      } else if (*v != "ref" && *v != "ref[0]") {
+        std::cerr << "kiln-onnx-conformance: error: unknown device '" << *v
+                  << "' (have: ref, sim)\n";
         return 1;
       }
     } else if (auto f = value("--filter")) {
