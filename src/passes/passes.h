@@ -21,7 +21,7 @@ std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
 
 struct ScheduleOptions {
-  std::string device = "ref[0]"; // the device every dispatch runs on
+  std::string device = "ref[0]"; // where ops without a device (`on ...`) run
 };
 std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
 // Names of the functions that some `launch` in the module runs (kernels, not entries).

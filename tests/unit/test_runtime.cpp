@@ -111,7 +111,9 @@ func @main(%x: tensor<3xf32>) -> (tensor<3xf32>) {
 
 // A module with an embedded weight (all four section kinds).
 std::string weightedBytes() {
-  Program p = compile(kWeighted, {.device = "ref[0]", .embedWeights = false});
+  CompileOptions external;
+  external.embedWeights = false;
+  Program p = compile(kWeighted, external);
   HostTensor w(ElemType::F32, {3});
   w.setF(0, 1.5);
   p.embeddedWeights["w"] = w;
