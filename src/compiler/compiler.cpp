@@ -39,6 +39,15 @@ bool mentionsDevices(const Module& m) {
   return false;
 }
 
+// Whether some entry still holds tensor ops (a module that is already a schedule, such as
+// `kiln compile --emit=schedule` output, has host ops only and is not placed again).
+bool needsSchedule(const Module& m, const std::vector<std::string>& entries) {
+  for (const std::string& e : entries)
+    for (const auto& op : m.lookupFunc(e)->ops())
+      if (op->info().level == OpLevel::Host) return false;
+  return true;
+}
+
 } // namespace
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
@@ -52,8 +61,9 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   std::set<std::string> kernelNames = launchedKernels(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
-  bool placed = po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
-                po.stages || po.affinity || mentionsDevices(*module);
+  bool placed = needsSchedule(*module, p.entries) &&
+                (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
+                 po.stages || po.affinity || mentionsDevices(*module));
   if (placed) {
     PlacementOptions withAffinity = po;
     withAffinity.affinity = true;
