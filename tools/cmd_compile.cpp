@@ -49,16 +49,16 @@ int runCompile(const std::vector<std::string>& args) {
                                  std::to_string(a.positional.size())));
   std::string emit = a.get("emit", "kmod");
   if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot")
-    return fail(error(Loc::named("--emit"), "unknown value '" + emit +
-                                                "' (expected kir, schedule or placement-dot)"));
+    return fail(error(Loc::named("--emit"),
+                      "unknown value '" + emit + "' (expected kir, schedule or placement-dot)"));
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc::named("--report"),
                       "unknown value '" + a.get("report") + "' (expected placement)"));
   bool report = a.has("report");
   if (emit == "kmod" && !a.has("output") && !report)
-    return fail(error(
-        Loc{}, "kiln compile needs -o OUT.kmod (or --emit=kir|schedule|placement-dot, or "
-               "--report=placement)"));
+    return fail(error(Loc{},
+                      "kiln compile needs -o OUT.kmod (or --emit=kir|schedule|placement-dot, or "
+                      "--report=placement)"));
   CompileOptions opts;
   auto placement = placementFlags(a);
   if (!placement.ok()) return fail(placement.diags());

@@ -85,8 +85,8 @@ int runOpt(const std::vector<std::string>& args) {
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
   if (a.has("emit") && a.get("emit") != "placement-dot")
     return fail(error(Loc{}, "--emit takes only 'placement-dot', got '" + a.get("emit") + "'"));
-  placement->affinity = !placement->place.empty() || placement->stages ||
-                        a.has("no-transfers") || a.has("report") || a.has("emit");
+  placement->affinity = !placement->place.empty() || placement->stages || a.has("no-transfers") ||
+                        a.has("report") || a.has("emit");
 
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());

@@ -52,8 +52,8 @@ int runRun(const std::vector<std::string>& args) {
   if (!placement.ok()) return fail(placement.diags());
   const std::vector<std::string>& devices = placement->devices.devices;
   bool kmod = isModuleFile(a.positional[0]);
-  if (kmod && (devices.size() > 1 || placement->devices.autoDeclare ||
-               !placement->place.empty() || placement->stages))
+  if (kmod && (devices.size() > 1 || placement->devices.autoDeclare || !placement->place.empty() ||
+               placement->stages))
     return fail(error(Loc::named(a.positional[0]),
                       "a .kmod runs as it was compiled; --devices, --place, --partition and "
                       "more than one --device apply to source models"));
