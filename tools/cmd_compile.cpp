@@ -55,6 +55,9 @@ int runCompile(const std::vector<std::string>& args) {
     return fail(error(Loc::named("--report"),
                       "unknown value '" + a.get("report") + "' (expected placement)"));
   bool report = a.has("report");
+  if (report && emit == "kir")
+    return fail(error(Loc::named("--report"), "the placement report needs a compile; it cannot be "
+                                              "combined with --emit=kir (use kiln opt)"));
   if (emit == "kmod" && !a.has("output") && !report)
     return fail(error(Loc{},
                       "kiln compile needs -o OUT.kmod (or --emit=kir|schedule|placement-dot, or "
