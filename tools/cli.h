@@ -51,9 +51,16 @@ Status writeTextFile(const std::string& path, const std::string& text);
 // imported, and verified:
 Result<std::unique_ptr<Module>> loadInputModule(const std::string& path);
 bool isModuleFile(const std::string& path); // FILE.kmod
-// A program to run: a .kmod file, or a source model compiled in memory for `device`.
+// A program to run: a .kmod file, or a source model compiled in memory with `placement`
+// (its devices, --place, --partition).
 Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
-                                                        const std::string& device);
+                                                        const PlacementOptions& placement);
+// --device (repeatable), --devices=auto, --place, --partition, in the shape placeModule
+// takes; commands that accept them list placementFlagSpecs() among their flags.
+Result<PlacementOptions> placementFlags(const ParsedArgs& a);
+const std::vector<FlagSpec>& placementFlagSpecs();
+// `specs` followed by placementFlagSpecs().
+std::vector<FlagSpec> withPlacementFlags(std::vector<FlagSpec> specs);
 // The entry to run: --function, else @main, else the only one.
 Result<std::string> pickEntry(const Program& p, const std::string& requested);
 // --input values (@FILE.npy or literals), in order; every bad one is reported.

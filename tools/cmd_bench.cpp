@@ -67,7 +67,9 @@ int runBench(const std::vector<std::string>& args) {
     if (!id.ok()) return fail(id.diags());
     device = id->str();
   }
-  auto program = loadProgramInput(a.positional[0], device);
+  PlacementOptions placement;
+  placement.devices.devices = {device};
+  auto program = loadProgramInput(a.positional[0], placement);
   if (!program.ok()) return fail(program.diags());
   std::vector<std::string> functions;
   for (const std::string& f : a.all("function")) {

@@ -3,31 +3,40 @@
 
 #include "cli.h"
 #include "ir/printer.h"
+#include "passes/placement_report.h"
 #include "runtime/module_format.h"
 
 namespace kiln::cli {
 
 const char* const kCompileHelp = R"(usage: kiln compile FILE.kir|FILE.onnx|- -o OUT.kmod [flags]
 
-Compiles a module for a device and writes a .kmod module file (kiln run, kiln dump).
+Compiles a module for one or more devices and writes a .kmod module file (kiln run,
+kiln dump).
 
   -o, --output=FILE     where to write (the .kmod, or the text of --emit)
-  --device=KIND[N]      device the module runs on (default ref[0])
+  --device=KIND[N]      device the module runs on (default ref[0]); repeatable: the
+                        declared devices, the first is the default (docs/devices.md)
+  --devices=auto        declare every device the program references
+  --place=PATTERN=DEV   pin ops matching the glob PATTERN to device DEV (repeatable)
+  --partition=pipeline:N  split the graph into N stages over the first N devices
+  --report=placement    print the placement report (devices, transfers, parameters) to
+                        stdout; the module is still written when -o is given
   --emit=kir            write the verified input IR instead of a module
   --emit=schedule       write the host schedule and its kernels as IR text, with peak
                         memory and the sum of tensor sizes per function
+  --emit=placement-dot  write a Graphviz graph of the placed program, coloured by device
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
   -h, --help            show this help
 )";
 
 int runCompile(const std::vector<std::string>& args) {
-  static const std::vector<FlagSpec> specs = {
+  static const std::vector<FlagSpec> specs = withPlacementFlags({
       {"output", true, false, "o"},
-      {"device", true, false, ""},
       {"emit", true, false, ""},
+      {"report", true, false, ""},
       {"external-weights", false, false, ""},
-  };
+  });
   auto parsed = parseArgs(args, specs, "compile");
   if (!parsed.ok()) return fail(parsed.diags());
   const ParsedArgs& a = *parsed;
@@ -39,18 +48,43 @@ int runCompile(const std::vector<std::string>& args) {
     return fail(error(Loc{}, "kiln compile needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
   std::string emit = a.get("emit", "kmod");
-  if (emit != "kmod" && emit != "kir" && emit != "schedule")
-    return fail(
-        error(Loc::named("--emit"), "unknown value '" + emit + "' (expected kir or schedule)"));
-  if (emit == "kmod" && !a.has("output"))
-    return fail(error(Loc{}, "kiln compile needs -o OUT.kmod (or --emit=kir|schedule)"));
+  if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot")
+    return fail(error(Loc::named("--emit"),
+                      "unknown value '" + emit + "' (expected kir, schedule or placement-dot)"));
+  if (a.has("report") && a.get("report") != "placement")
+    return fail(error(Loc::named("--report"),
+                      "unknown value '" + a.get("report") + "' (expected placement)"));
+  bool report = a.has("report");
+  if (report && emit == "kir")
+    return fail(error(Loc::named("--report"), "the placement report needs a compile; it cannot be "
+                                              "combined with --emit=kir (use kiln opt)"));
+  if (emit == "kmod" && !a.has("output") && !report)
+    return fail(error(Loc{},
+                      "kiln compile needs -o OUT.kmod (or --emit=kir|schedule|placement-dot, or "
+                      "--report=placement)"));
   CompileOptions opts;
-  if (a.has("device")) {
-    auto id = checkDevice(a.get("device"));
+  auto placement = placementFlags(a);
+  if (!placement.ok()) return fail(placement.diags());
+  opts.placement = *placement;
+  opts.placement.affinity = report || emit == "placement-dot";
+  // One device on its own must exist here; several are checked when the module is placed.
+  if (opts.placement.devices.devices.size() == 1) {
+    auto id = checkDevice(opts.placement.devices.devices[0]);
     if (!id.ok()) return fail(id.diags());
-    opts.device = id->str();
   }
   opts.embedWeights = !a.has("external-weights");
+  std::string side; // the report, or the dot graph
+  opts.afterPlacement = [&](const Module& m) -> Status {
+    if (report) {
+      KILN_TRY(std::string r, placementReport(m));
+      side += r;
+    }
+    if (emit == "placement-dot") {
+      KILN_TRY(std::string dot, placementDot(m));
+      side += dot;
+    }
+    return ok();
+  };
 
   auto module = loadInputModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());
@@ -62,11 +96,17 @@ int runCompile(const std::vector<std::string>& args) {
     if (!program.ok()) return fail(program.diags());
     if (emit == "schedule") {
       text = printSchedule(*program);
+    } else if (emit == "placement-dot") {
+      text = side;
+      side.clear();
     } else {
+      std::cout << side;
+      if (!a.has("output")) return 0;
       Status s = writeProgramFile(a.get("output"), *program);
       return s.ok() ? 0 : fail(s.diags());
     }
   }
+  std::cout << side;
   if (!a.has("output")) {
     std::cout << text;
     return 0;

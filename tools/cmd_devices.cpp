@@ -8,8 +8,8 @@ namespace kiln::cli {
 const char* const kDevicesHelp = R"(usage: kiln devices
 
 Lists the devices every available driver sees, one per line: KIND[N], the executable
-target, a description and the memory limit. `ref` devices: set KILN_REF_DEVICES=N for
-ref[0]..ref[N-1].
+target, a description and the memory limit. `ref` devices: ref[0]..ref[7], or set
+KILN_REF_DEVICES=N (1 to 64) for ref[0]..ref[N-1].
 )";
 
 int runDevices(const std::vector<std::string>& args) {

@@ -47,7 +47,7 @@ Devices and placement (docs/devices.md):
 )";
 
 int runOpt(const std::vector<std::string>& args) {
-  static const std::vector<FlagSpec> specs = {
+  static const std::vector<FlagSpec> specs = withPlacementFlags({
       {"pass", true, false, ""},
       {"print-after", true, true, ""},
       {"print-after-all", false, false, ""},
@@ -58,13 +58,9 @@ int runOpt(const std::vector<std::string>& args) {
       {"tile-config", true, false, ""},
       {"emit", true, false, ""},
       {"output", true, false, "o"},
-      {"device", true, true, ""},
-      {"devices", true, false, ""},
-      {"place", true, true, ""},
-      {"partition", true, false, ""},
       {"no-transfers", false, false, ""},
       {"report", true, false, ""},
-  };
+  });
   auto parsed = parseArgs(args, specs, "opt");
   if (!parsed.ok()) return fail(parsed.diags());
   const ParsedArgs& a = *parsed;
@@ -107,51 +103,24 @@ int runOpt(const std::vector<std::string>& args) {
     if (!added.ok()) return fail(added.diags());
   }
 
-  DeviceFlags deviceFlags;
-  deviceFlags.devices = a.all("device");
-  if (a.has("devices")) {
-    if (a.get("devices") != "auto")
-      return fail(error(Loc{}, "--devices takes only 'auto', got '" + a.get("devices") + "'"));
-    deviceFlags.autoDeclare = true;
-  }
-  std::optional<int> stages;
-  if (a.has("partition")) {
-    auto parsed = parsePartitionSpec(a.get("partition"));
-    if (!parsed.ok()) return fail(parsed.diags());
-    stages = *parsed;
-  }
+  auto placement = placementFlags(a);
+  if (!placement.ok()) return fail(placement.diags());
+  placement->allowTransfers = !a.has("no-transfers");
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
-  bool place = a.has("place") || stages || a.has("no-transfers") || a.has("report") || emitDot;
+  placement->affinity = !placement->place.empty() || placement->stages || a.has("no-transfers") ||
+                        a.has("report") || emitDot;
 
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());
   Module& m = **module;
-  Status resolved = resolveDevices(m, deviceFlags);
-  if (!resolved.ok()) return fail(resolved.diags());
-  if (a.has("place")) {
-    Status placed = applyPlacement(m, a.all("place"));
-    if (!placed.ok()) return fail(placed.diags());
-  }
-  if (stages) {
-    Status split = partitionPipeline(m, *stages);
-    if (!split.ok()) return fail(split.diags());
-  }
-  if (!pm.passNames().empty()) {
+  Status placed = placeModule(m, *placement, [&](Module& mod) -> Status {
+    if (pm.passNames().empty()) return ok();
     // Dumps go to stderr, as in LLVM's tools, so stdout holds only the final module.
-    Status ran = pm.run(m, std::cerr);
-    if (!ran.ok()) return fail(ran.diags());
-    Status verified = verifyModule(m);
-    if (!verified.ok()) return fail(verified.diags());
-  }
-  if (place) {
-    AffinityOptions affinityOpts;
-    affinityOpts.allowTransfers = !a.has("no-transfers");
-    auto placed = runAffinity(m, affinityOpts);
-    if (!placed.ok()) return fail(placed.diags());
-    Status verified = verifyModule(m);
-    if (!verified.ok()) return fail(verified.diags());
-  }
+    KILN_CHECK(pm.run(mod, std::cerr));
+    return verifyModule(mod);
+  });
+  if (!placed.ok()) return fail(placed.diags());
   std::string side;
   if (a.has("report")) {
     auto report = placementReport(m);

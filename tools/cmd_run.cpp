@@ -15,7 +15,11 @@ Runs one function of a module and prints or writes its results. A .kir file (or 
 is compiled in memory first; a .kmod file runs as compiled.
 
   --device=KIND[N]      device to run on (default ref[0]; for a .kmod, the device it was
-                        compiled for; see kiln devices)
+                        compiled for; see kiln devices). For a source model it is
+                        repeatable, as in kiln compile: the devices to place it on
+  --devices=auto        (source models) declare every device the program references
+  --place=PATTERN=DEV   (source models) pin matching ops to DEV (repeatable)
+  --partition=pipeline:N  (source models) split into N stages over the first N devices
   --function=NAME       function to run (default: main, else the only function)
   --input=@FILE.npy     next argument from a .npy file (repeatable, in argument order)
   --input=LITERAL       next argument from a literal: 2x3xf32=1 2 3 4 5 6, f32=7,
@@ -28,10 +32,12 @@ Without --output or --output-dir each result is printed as `result[i]: tensor<..
 )";
 
 int runRun(const std::vector<std::string>& args) {
-  static const std::vector<FlagSpec> specs = {
-      {"device", true, false, ""}, {"function", true, false, ""},   {"input", true, true, ""},
-      {"output", true, true, ""},  {"output-dir", true, false, ""},
-  };
+  static const std::vector<FlagSpec> specs = withPlacementFlags({
+      {"function", true, false, ""},
+      {"input", true, true, ""},
+      {"output", true, true, ""},
+      {"output-dir", true, false, ""},
+  });
   auto parsed = parseArgs(args, specs, "run");
   if (!parsed.ok()) return fail(parsed.diags());
   const ParsedArgs& a = *parsed;
@@ -42,9 +48,18 @@ int runRun(const std::vector<std::string>& args) {
   if (a.positional.size() != 1)
     return fail(error(Loc{}, "kiln run needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
+  auto placement = placementFlags(*parsed);
+  if (!placement.ok()) return fail(placement.diags());
+  const std::vector<std::string>& devices = placement->devices.devices;
+  bool kmod = isModuleFile(a.positional[0]);
+  if (kmod && (devices.size() > 1 || placement->devices.autoDeclare || !placement->place.empty() ||
+               placement->stages))
+    return fail(error(Loc::named(a.positional[0]),
+                      "a .kmod runs as it was compiled; --devices, --place, --partition and "
+                      "more than one --device apply to source models"));
   std::string device = "ref[0]";
-  if (a.has("device")) {
-    auto id = checkDevice(a.get("device"));
+  if (devices.size() == 1) {
+    auto id = checkDevice(devices[0]);
     if (!id.ok()) return fail(id.diags());
     device = id->str();
   }
@@ -54,7 +69,7 @@ int runRun(const std::vector<std::string>& args) {
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto program = loadProgramInput(a.positional[0], device);
+  auto program = loadProgramInput(a.positional[0], *placement);
   if (!program.ok()) return fail(program.diags());
   auto entry = pickEntry(**program, a.get("function"));
   if (!entry.ok()) return fail(entry.diags());
@@ -70,7 +85,7 @@ int runRun(const std::vector<std::string>& args) {
   if (!inputs.ok()) return fail(inputs.diags());
 
   ExecutorOptions execOpts;
-  if (a.has("device") && isModuleFile(a.positional[0]))
+  if (devices.size() == 1 && kmod)
     execOpts.device = *hal::parseDeviceId(device, Loc::named("--device"));
   auto executor = Executor::create(*program, execOpts);
   if (!executor.ok()) return fail(executor.diags());

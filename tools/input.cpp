@@ -15,14 +15,14 @@ Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
 }
 
 Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
-                                                        const std::string& device) {
+                                                        const PlacementOptions& placement) {
   if (isModuleFile(path)) {
     KILN_TRY(Program p, loadProgramFile(path));
     return std::make_shared<const Program>(std::move(p));
   }
   KILN_TRY(std::unique_ptr<Module> m, loadInputModule(path));
   CompileOptions opts;
-  opts.device = device;
+  opts.placement = placement;
   // In memory the weights stay in their files, read lazily as the interpreter would.
   opts.embedWeights = false;
   KILN_TRY(Program p, compileProgram(std::move(m), opts));
@@ -62,6 +62,37 @@ Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>&
   }
   if (errors.hasErrors()) return errors;
   return inputs;
+}
+
+const std::vector<FlagSpec>& placementFlagSpecs() {
+  static const std::vector<FlagSpec> specs = {
+      {"device", true, true, ""},
+      {"devices", true, false, ""},
+      {"place", true, true, ""},
+      {"partition", true, false, ""},
+  };
+  return specs;
+}
+
+std::vector<FlagSpec> withPlacementFlags(std::vector<FlagSpec> specs) {
+  for (const FlagSpec& s : placementFlagSpecs()) specs.push_back(s);
+  return specs;
+}
+
+Result<PlacementOptions> placementFlags(const ParsedArgs& a) {
+  PlacementOptions o;
+  o.devices.devices = a.all("device");
+  if (a.has("devices")) {
+    if (a.get("devices") != "auto")
+      return error(Loc{}, "--devices takes only 'auto', got '" + a.get("devices") + "'");
+    o.devices.autoDeclare = true;
+  }
+  o.place = a.all("place");
+  if (a.has("partition")) {
+    KILN_TRY(int stages, parsePartitionSpec(a.get("partition")));
+    o.stages = stages;
+  }
+  return o;
 }
 
 Result<hal::DeviceId> checkDevice(const std::string& spec) {

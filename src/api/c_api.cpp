@@ -51,7 +51,9 @@ kiln_module* kiln_module_load(const char* path) {
         if (!path) return setError("kiln: error: no path given"), nullptr;
         std::string p(path);
         if (p.ends_with(".kmod")) return wrap(kiln::RuntimeModule::open(p));
-        auto program = kiln::compileFile(p, {.device = "ref[0]", .embedWeights = false});
+        kiln::CompileOptions opts;
+        opts.embedWeights = false;
+        auto program = kiln::compileFile(p, opts);
         if (!program.ok()) return setError(program.diags()), nullptr;
         return wrap(kiln::RuntimeModule::fromProgram(program.take()));
       },

@@ -25,17 +25,60 @@ Result<std::string> targetOf(const std::string& device) {
   return driver->target();
 }
 
+// Whether the module names a device anywhere (declarations, ops, arguments, results).
+bool mentionsDevices(const Module& m) {
+  if (!m.devices().empty()) return true;
+  for (const auto& f : m.funcs()) {
+    for (size_t i = 0; i < f->numArgs(); ++i)
+      if (f->argDevice(i)) return true;
+    for (size_t i = 0; i < f->resultTypes().size(); ++i)
+      if (f->resultDevice(i)) return true;
+    for (const auto& op : f->ops())
+      if (op->device()) return true;
+  }
+  return false;
+}
+
+// Whether some entry still holds tensor ops (a module that is already a schedule, such as
+// `kiln compile --emit=schedule` output, has host ops only and is not placed again).
+bool needsSchedule(const Module& m, const std::vector<std::string>& entries) {
+  for (const std::string& e : entries)
+    for (const auto& op : m.lookupFunc(e)->ops())
+      if (op->info().level == OpLevel::Host) return false;
+  return true;
+}
+
 } // namespace
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
-  KILN_TRY(hal::DeviceId device, hal::parseDeviceId(opts.device, Loc::named("--device")));
+  const PlacementOptions& po = opts.placement;
+  std::string defaultDevice = "ref[0]";
+  for (size_t i = 0; i < po.devices.devices.size(); ++i) {
+    KILN_TRY(hal::DeviceId id, hal::parseDeviceId(po.devices.devices[i], Loc::named("--device")));
+    if (i == 0) defaultDevice = id.str();
+  }
   Program p;
   std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
-  KILN_CHECK(createShapeInferPass()->run(*module));
+  bool placed = needsSchedule(*module, p.entries) &&
+                (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
+                 po.stages || po.affinity || mentionsDevices(*module));
+  if (placed) {
+    PlacementOptions withAffinity = po;
+    withAffinity.affinity = true;
+    // Placing needs a declared device: the default one, unless something declares some.
+    if (po.devices.devices.empty() && !po.devices.autoDeclare && module->devices().empty())
+      withAffinity.devices.devices.push_back(defaultDevice);
+    KILN_CHECK(placeModule(*module, withAffinity,
+                           [](Module& m) { return createShapeInferPass()->run(m); }));
+    if (!module->devices().empty()) defaultDevice = module->devices().front().target.str();
+  } else {
+    KILN_CHECK(createShapeInferPass()->run(*module));
+  }
+  if (opts.afterPlacement) KILN_CHECK(opts.afterPlacement(*module));
   ScheduleOptions so;
-  so.device = device.str();
+  so.device = defaultDevice;
   KILN_CHECK(createSchedulePass(so)->run(*module));
   KILN_CHECK(verifyModule(*module));
 
@@ -52,7 +95,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
       if (targets.insert(target).second) targetOrder.push_back(target);
     }
   if (targetOrder.empty()) {
-    KILN_TRY(std::string target, targetOf(device.str()));
+    KILN_TRY(std::string target, targetOf(defaultDevice));
     targetOrder.push_back(target);
   }
 

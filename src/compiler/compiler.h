@@ -1,22 +1,32 @@
 // The compile driver: a verified tensor-level module in, a Program (what a .kmod holds)
-// out. Pipeline: shape-infer, schedule (one kernel per op, on one device), memory
-// analysis per entry, and the executable payload for the device's target.
+// out. Pipeline: placement (placeModule: resolve devices, --place, --partition,
+// shape-infer, affinity) when the program uses more than one device or any placement
+// flag, else shape-infer alone; schedule (one kernel per op, on its op's device); memory
+// analysis per entry; one executable payload per target the devices need (ref[0] and
+// ref[1] share target "ref").
 //
 // No optimizing pass runs here, so a compiled module gives exactly the interpreter's
 // results; codegen's fuse/lower plug in between schedule and the executables.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "passes/placement.h"
 #include "runtime/program.h"
 
 namespace kiln {
 
 struct CompileOptions {
-  std::string device = "ref[0]";
+  // --device (repeatable; the first is the default device, ref[0] when none), --devices=auto,
+  // --place, --partition. The module is placed (affinity runs) when it names a device, when
+  // any of these says more than "one device", or when `placement.affinity` asks for it.
+  PlacementOptions placement;
+  // Called with the placed module, before the schedule (kiln compile --report=placement).
+  std::function<Status(const Module&)> afterPlacement;
   // Copy every weight into the module; otherwise the module references the weight files
   // (weights held in memory by the Module, an imported model's, are embedded regardless).
   bool embedWeights = true;

@@ -26,7 +26,7 @@ std::unique_ptr<Pass> createTilePass();
 std::unique_ptr<Pass> createLowerPass();
 
 struct ScheduleOptions {
-  std::string device = "ref[0]"; // the device every dispatch runs on
+  std::string device = "ref[0]"; // where ops without a device (`on ...`) run
 };
 std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
 // Names of the functions that some host `launch` or tensor-level `dispatch` in the module

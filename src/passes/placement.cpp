@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/affinity.h"
 #include "passes/cost.h"
 
@@ -206,6 +207,19 @@ Status partitionPipeline(Module& m, int stages) {
   }
   for (const auto& f : m.funcs()) partitionFunc(m, *f, stages);
   return ok();
+}
+
+Status placeModule(Module& m, const PlacementOptions& opts,
+                   const std::function<Status(Module&)>& passes) {
+  KILN_CHECK(resolveDevices(m, opts.devices));
+  if (!opts.place.empty()) KILN_CHECK(applyPlacement(m, opts.place));
+  if (opts.stages) KILN_CHECK(partitionPipeline(m, *opts.stages));
+  if (passes) KILN_CHECK(passes(m));
+  if (!opts.affinity) return ok();
+  AffinityOptions affinityOpts;
+  affinityOpts.allowTransfers = opts.allowTransfers;
+  KILN_TRY([[maybe_unused]] AffinityStats stats, runAffinity(m, affinityOpts));
+  return verifyModule(m);
 }
 
 } // namespace kiln

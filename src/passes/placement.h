@@ -2,6 +2,8 @@
 // (`--partition=pipeline:N`): both only pin ops to devices; affinity does the rest.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +32,20 @@ Result<int> parsePartitionSpec(const std::string& spec);
 // Cheap ops (weights, constants) stay unpinned: affinity puts each one on the device(s)
 // that use it. Fails when fewer than `stages` devices are declared.
 Status partitionPipeline(Module& m, int stages);
+
+// Everything the command line says about placement (kiln opt, kiln compile, kiln run).
+struct PlacementOptions {
+  DeviceFlags devices;            // --device (repeatable), --devices=auto
+  std::vector<std::string> place; // --place=PATTERN=DEVICE
+  std::optional<int> stages;      // --partition=pipeline:N
+  bool allowTransfers = true;     // false: --no-transfers
+  bool affinity = false;          // run affinity at the end
+};
+
+// The one order every tool places a module in: resolveDevices, applyPlacement,
+// partitionPipeline, then `passes` (the caller's pipeline, may be empty), then affinity
+// (when `opts.affinity`) followed by the verifier.
+Status placeModule(Module& m, const PlacementOptions& opts,
+                   const std::function<Status(Module&)>& passes = {});
 
 } // namespace kiln

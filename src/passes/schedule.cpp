@@ -12,6 +12,13 @@
 //              of all tensors, bounds memory; `wait` precedes `return`.
 // Invalidates: nothing (tensor-level analyses do not apply to host functions).
 //
+// Devices: an op placed on a device (`on ref[1]`, from affinity) runs there, a weight is
+// loaded on its op's device, an argument is uploaded once to each device that uses it
+// (a `transfer` of an argument becomes that upload), a tensor-level `transfer` becomes a
+// host `transfer_to` its `to` device, and `wait` runs on every device used, in order of
+// first use. Ops without a device use `ScheduleOptions::device`, so an unplaced module
+// schedules exactly as on one device.
+//
 //   func @f(%x: tensor<4xf32>) -> (tensor<4xf32>) {     func @f(%x: tensor<4xf32>) -> (...) {
 //     %0 = exp %x : tensor<4xf32>                  =>     %0 = transfer_to %x {device = "ref[0]"}
 //     return %0                                           %1 = alloc_buffer {device = "ref[0]"}
@@ -73,10 +80,56 @@ public:
   }
 
 private:
-  Attrs deviceAttr() const {
+  // The device attribute for host ops on `device`, remembered for the final waits.
+  Attrs deviceAttr(const std::string& device) {
+    if (std::find(used_.begin(), used_.end(), device) == used_.end()) used_.push_back(device);
     Attrs a;
-    a.set("device", opts_.device);
+    a.set("device", device);
     return a;
+  }
+
+  std::string deviceOf(const Op& op) const {
+    if (op.kind() == OpKind::Transfer) return op.attrs().getStr("to");
+    return op.device() ? op.device()->str() : opts_.device;
+  }
+
+  // The device on which `use` reads an argument: its op's, or the function result's.
+  std::string useDevice(const Func& f, const Use& use) const {
+    if (use.user->kind() != OpKind::Return) return deviceOf(*use.user);
+    std::optional<DeviceTarget> d = f.resultDevice(use.operandIndex);
+    return d ? d->str() : opts_.device;
+  }
+
+  // Uploads each used argument once per device that reads it, before everything else.
+  void uploadArgs(Func& f) {
+    Op* first = f.ops().empty() ? nullptr : f.ops().front().get();
+    std::vector<Op*> argTransfers;
+    for (size_t i = 0; i < f.numArgs(); ++i) {
+      Value* arg = f.arg(i);
+      std::vector<Use> uses = arg->uses();
+      std::vector<std::string> devices;
+      for (const Use& u : uses) {
+        std::string d = useDevice(f, u);
+        if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+      }
+      for (const std::string& d : devices) {
+        Op* t = insertOp(f, first, OpKind::TransferTo, {}, deviceAttr(d), {arg->type()}, f.loc());
+        for (const Use& u : uses) {
+          if (useDevice(f, u) != d) continue;
+          if (u.user->kind() == OpKind::Transfer) {
+            u.user->result()->replaceAllUsesWith(t->result());
+            argTransfers.push_back(u.user);
+          } else {
+            u.user->setOperand(u.operandIndex, t->result());
+          }
+        }
+        t->addOperand(arg);
+      }
+    }
+    for (Op* t : argTransfers) {
+      t->dropOperands();
+      f.erase(t);
+    }
   }
 
   Status schedule(Module& m, Func& f) {
@@ -86,24 +139,29 @@ private:
           return error(op->loc(), "schedule: result " + std::to_string(r) + " of '" +
                                       std::string(op->name()) +
                                       "' has a `?` dim; run shape-infer first");
-    Op* first = f.ops().empty() ? nullptr : f.ops().front().get();
-    // Arguments live on the host: upload each used one once, before everything else.
-    for (size_t i = 0; i < f.numArgs(); ++i) {
-      Value* arg = f.arg(i);
-      if (!arg->hasUses()) continue;
-      Op* t = insertOp(f, first, OpKind::TransferTo, {}, deviceAttr(), {arg->type()}, f.loc());
-      arg->replaceAllUsesWith(t->result());
-      t->addOperand(arg);
-    }
+    used_.clear();
+    // Arguments live on the host: upload each used one once per device that reads it.
+    uploadArgs(f);
     size_t kernelCount = 0;
     for (Op* op : f.opsSnapshot()) {
       if (op->info().level != OpLevel::Tensor) continue;
+      std::string device = deviceOf(*op);
       if (op->kind() == OpKind::Return) {
-        insertOp(f, op, OpKind::Wait, {}, deviceAttr(), {}, op->loc());
+        if (used_.empty()) used_.push_back(opts_.device);
+        for (const std::string& d : std::vector<std::string>(used_))
+          insertOp(f, op, OpKind::Wait, {}, deviceAttr(d), {}, op->loc());
+        continue;
+      }
+      if (op->kind() == OpKind::Transfer) {
+        Op* t = insertOp(f, op, OpKind::TransferTo, {op->operand(0)}, deviceAttr(device),
+                         {op->result()->type()}, op->loc());
+        op->result()->replaceAllUsesWith(t->result());
+        op->dropOperands();
+        f.erase(op);
         continue;
       }
       if (op->kind() == OpKind::Weight) {
-        Attrs a = deviceAttr();
+        Attrs a = deviceAttr(device);
         a.set("name", op->attrs().getStr("name"));
         Op* w = insertOp(f, op, OpKind::LoadWeight, {}, std::move(a), {op->result()->type()},
                          op->loc());
@@ -123,11 +181,11 @@ private:
       }
       std::vector<Value*> operands = op->operands();
       for (size_t r = 0; r < op->numResults(); ++r) {
-        Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(), {op->result(r)->type()},
-                         op->loc());
+        Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(device),
+                         {op->result(r)->type()}, op->loc());
         operands.push_back(a->result());
       }
-      Attrs d = deviceAttr();
+      Attrs d = deviceAttr(device);
       d.set("kernel", name);
       d.set("outputs", static_cast<int64_t>(op->numResults()));
       insertOp(f, op, OpKind::Launch, operands, std::move(d), {}, op->loc());
@@ -177,6 +235,7 @@ private:
   }
 
   ScheduleOptions opts_;
+  std::vector<std::string> used_; // devices of the function being scheduled, first use first
 };
 
 } // namespace

@@ -20,19 +20,17 @@
 #include <string>
 #include <vector>
 
+#include "ir/device.h"
 #include "ir/diag.h"
 #include "ir/elem_type.h"
 #include "ir/symexpr.h"
 
 namespace kiln::hal {
 
-// `kind[ordinal]`, such as ref[0].
-struct DeviceId {
-  std::string kind;
-  int64_t ordinal = 0;
-  std::string str() const { return kind + "[" + std::to_string(ordinal) + "]"; }
-  bool operator==(const DeviceId&) const = default;
-};
+// `kind[ordinal]`, such as ref[0]: the IR's DeviceTarget, so the compiler's placement and
+// the runtime name devices with one type. parseDeviceId accepts any kind (a driver that is
+// not built in is reported when it is opened); parseDeviceTarget knows the kinds.
+using DeviceId = DeviceTarget;
 
 // Parses "ref" (ordinal 0) or "ref[2]"; errors are located at `where` (a flag, a file).
 Result<DeviceId> parseDeviceId(const std::string& text, const Loc& where);

@@ -10,7 +10,9 @@
 //   3. the reference interpreter gives bit-identical results (transfer is the identity,
 //      clones compute what their original computed);
 //   4. print -> parse -> print of the placed module is byte-identical, and affinity on
-//      the reparsed module changes nothing.
+//      the reparsed module changes nothing;
+//   5. the placed module compiled (schedule over its devices) to module bytes and run by
+//      the executor over ref[0..] gives the interpreter's results bit for bit.
 //
 // With --bench-ops=N it instead times affinity on one large random graph of N ops over 8
 // devices (1% of ops pinned) and prints the numbers; it never asserts a time.
@@ -24,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "compiler/compiler.h"
 #include "graphgen.h"
 #include "ir/builder.h"
 #include "ir/interp.h"
@@ -32,11 +35,16 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir/weights.h"
+#include "kiln/runtime.h"
 #include "passes/affinity.h"
+#include "runtime/module_format.h"
 
 namespace {
 
 using kiln::HostTensor;
+
+// Programs run through the runtime (step 5), and those among them over several devices.
+int runtimeChecked = 0, runtimeMultiDevice = 0;
 
 void declareDevices(kiln::Module& m, int n) {
   for (int i = 0; i < n; ++i) {
@@ -125,6 +133,25 @@ std::optional<std::string> check(uint64_t seed, int ops) {
   auto again = kiln::runAffinity(**reparsed);
   if (!again.ok()) return "affinity on the placed module failed:\n" + again.diags().str();
   if (kiln::printModule(**reparsed) != text) return "a second affinity changed the IR";
+
+  if (!compare) return std::nullopt;
+  auto source = kiln::parseModule(text, "placed.kir");
+  if (!source.ok()) return "the placed module does not parse:\n" + source.diags().str();
+  auto compiled = kiln::compileProgram(source.take(), {});
+  if (!compiled.ok()) return "the placed module does not compile:\n" + compiled.diags().str();
+  if (compiled->devices.size() > static_cast<size_t>(devices))
+    return "the compiled module uses " + std::to_string(compiled->devices.size()) + " devices";
+  auto bytes = kiln::serializeProgram(*compiled);
+  if (!bytes.ok()) return "serialize failed:\n" + bytes.diags().str();
+  auto module = kiln::RuntimeModule::fromBytes(bytes.take());
+  if (!module.ok()) return "the module does not load:\n" + module.diags().str();
+  auto ran = (*module)->run("main", inputs);
+  if (!ran.ok()) return "the executor fails on\n" + text + "\n" + ran.diags().str();
+  for (size_t i = 0; i < want->size(); ++i)
+    if (!(*want)[i].identical((*ran)[i]))
+      return "result " + std::to_string(i) + " differs through the runtime for\n" + text;
+  ++runtimeChecked;
+  runtimeMultiDevice += compiled->devices.size() > 1;
   return std::nullopt;
 }
 
@@ -233,6 +260,8 @@ int main(int argc, char** argv) {
     std::cout << "FAIL seed " << seed << " (kiln-graphgen --seed " << seed << " --ops " << ops
               << (seed % 3 == 0 ? " --symbolic" : "") << "):\n  " << *failure << "\n";
   }
-  std::cout << (last - first + 1) << " random placements checked, " << failed << " failed\n";
+  std::cout << (last - first + 1) << " random placements checked, " << failed << " failed; "
+            << runtimeChecked << " run through compile and the executor (" << runtimeMultiDevice
+            << " over several devices), identical to the interpreter\n";
   return failed ? 1 : 0;
 }

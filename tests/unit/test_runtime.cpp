@@ -111,7 +111,9 @@ func @main(%x: tensor<3xf32>) -> (tensor<3xf32>) {
 
 // A module with an embedded weight (all four section kinds).
 std::string weightedBytes() {
-  Program p = compile(kWeighted, {.device = "ref[0]", .embedWeights = false});
+  CompileOptions external;
+  external.embedWeights = false;
+  Program p = compile(kWeighted, external);
   HostTensor w(ElemType::F32, {3});
   w.setF(0, 1.5);
   p.embeddedWeights["w"] = w;
@@ -383,4 +385,59 @@ TEST_CASE("command buffers copy and fill within a device, in order, across a bar
   REQUIRE(!s.ok());
   CHECK(s.diags().str().find("copy reads outside its source buffer") != std::string::npos);
   CHECK(!sem2->wait(1).ok());
+}
+
+TEST_CASE("several devices: placement flags, one executable per target, same results") {
+  static_assert(std::is_same_v<hal::DeviceId, DeviceTarget>);
+  const char* src = R"(
+func @main(%x: tensor<4xf32>) -> (tensor<4xf32>) {
+  %0 = exp %x : tensor<4xf32>
+  %1 = neg %0 : tensor<4xf32>
+  %2 = add %1, %x : tensor<4xf32>
+  return %2
+}
+)";
+  HostTensor x(ElemType::F32, {4});
+  for (int k = 0; k < 4; ++k) x.setF(k, 0.5 * k - 1);
+  auto source = parseModule(src, "t.kir");
+  REQUIRE(source.ok());
+  WeightStore none(**source);
+  auto want = interpret(*(*source)->lookupFunc("main"), {x}, none);
+  REQUIRE(want.ok());
+
+  // No devices and no flags: exactly one device, as before.
+  CHECK(compile(src).devices == std::vector<std::string>{"ref[0]"});
+
+  CompileOptions opts;
+  opts.placement.devices.devices = {"ref[0]", "ref[2]"};
+  opts.placement.place = {"exp=ref[0]", "neg=ref[2]"};
+  std::string report;
+  opts.afterPlacement = [&](const Module& m) -> Status {
+    for (const auto& op : m.lookupFunc("main")->ops())
+      if (op->device()) report += std::string(op->name()) + ":" + op->device()->str() + " ";
+    return ok();
+  };
+  Program p = compile(src, opts);
+  CHECK(report.find("exp:ref[0] ") != std::string::npos);
+  CHECK(report.find("neg:ref[2] ") != std::string::npos);
+  CHECK(report.find("transfer:") != std::string::npos);
+  CHECK(p.devices.size() == 2);
+  REQUIRE(p.executables.size() == 1);
+  CHECK(p.executables[0].target == "ref");
+  auto loaded = load(bytesOf(p));
+  REQUIRE(loaded.ok());
+  auto ex = executorFor(loaded.take());
+  auto got = ex->call("main", {x});
+  REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+  CHECK((*got)[0].identical((*want)[0]));
+
+  // A pattern that matches nothing is the placement's error, through the compiler.
+  CompileOptions bad;
+  bad.placement.devices.devices = {"ref[0]", "ref[1]"};
+  bad.placement.place = {"matmul=ref[1]"};
+  auto m = parseModule(src, "t.kir");
+  REQUIRE(m.ok());
+  auto failed = compileProgram(m.take(), bad);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.diags().str().find("matmul") != std::string::npos);
 }

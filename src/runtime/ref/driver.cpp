@@ -1,4 +1,4 @@
-// RefDriver: enumerates ref[0..N-1] (N from KILN_REF_DEVICES, default 1) and opens them.
+// RefDriver: enumerates ref[0..N-1] (N from KILN_REF_DEVICES, default 8) and opens them.
 #include <cstdlib>
 #include <string>
 
@@ -10,10 +10,11 @@ namespace {
 
 int64_t refDeviceCount() {
   const char* env = std::getenv("KILN_REF_DEVICES");
-  if (!env || !*env) return 1;
+  constexpr int64_t kDefault = 8;
+  if (!env || !*env) return kDefault;
   char* end = nullptr;
   long n = std::strtol(env, &end, 10);
-  if (*end != '\0' || n < 1 || n > 64) return 1;
+  if (*end != '\0' || n < 1 || n > 64) return kDefault;
   return n;
 }
 

@@ -3,7 +3,8 @@
 // another device fails at run time (never a silent copy). Submissions run synchronously
 // on the calling thread, in submission order.
 //
-// N is 1 unless the environment sets KILN_REF_DEVICES (1 to 64).
+// N is 8 unless the environment sets KILN_REF_DEVICES (1 to 64): ref devices cost nothing
+// until opened, and 8 lets an 8-stage pipeline run without setting anything.
 #pragma once
 
 #include <atomic>
