@@ -65,6 +65,9 @@ std::vector<FlagSpec> withPlacementFlags(std::vector<FlagSpec> specs);
 Result<std::string> pickEntry(const Program& p, const std::string& requested);
 // --input values (@FILE.npy or literals), in order; every bad one is reported.
 Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>& specs);
+// --target=NAME and --tile-config=FILE (kiln opt, kiln compile --emit=kernels): set the
+// codegen target and the manual tiles the codegen passes read.
+Status applyCodegenFlags(const ParsedArgs& a);
 // --device: well-formed and present on this machine.
 Result<hal::DeviceId> checkDevice(const std::string& spec);
 

@@ -1,8 +1,11 @@
 // `kiln compile`: a source model to a .kmod module file (or the IR of one stage).
 #include <iostream>
 
+#include "backends/target.h"
 #include "cli.h"
 #include "ir/printer.h"
+#include "passes/codegen.h"
+#include "passes/pass_manager.h"
 #include "passes/placement_report.h"
 #include "runtime/module_format.h"
 
@@ -25,6 +28,13 @@ kiln dump).
   --emit=schedule       write the host schedule and its kernels as IR text, with peak
                         memory and the sum of tensor sizes per function
   --emit=placement-dot  write a Graphviz graph of the placed program, coloured by device
+  --emit=kernels        run the codegen pipeline (fuse, collapse-dims, tile, pad, lower)
+                        and print every kernel with its workgroup size, shared-memory bytes
+                        and the target's limit
+  --target=NAME         codegen target for --emit=kernels: cpu, vulkan:lavapipe,
+                        vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
+                        amdgpu:gfx1100
+  --tile-config=FILE    manual tiles per kernel for --emit=kernels (docs/codegen.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
   -h, --help            show this help
@@ -36,6 +46,8 @@ int runCompile(const std::vector<std::string>& args) {
       {"emit", true, false, ""},
       {"report", true, false, ""},
       {"external-weights", false, false, ""},
+      {"target", true, false, ""},
+      {"tile-config", true, false, ""},
   });
   auto parsed = parseArgs(args, specs, "compile");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -48,9 +60,16 @@ int runCompile(const std::vector<std::string>& args) {
     return fail(error(Loc{}, "kiln compile needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
   std::string emit = a.get("emit", "kmod");
-  if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot")
-    return fail(error(Loc::named("--emit"),
-                      "unknown value '" + emit + "' (expected kir, schedule or placement-dot)"));
+  if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot" &&
+      emit != "kernels")
+    return fail(
+        error(Loc::named("--emit"),
+              "unknown value '" + emit + "' (expected kir, schedule, placement-dot or kernels)"));
+  if ((a.has("target") || a.has("tile-config")) && emit != "kernels")
+    return fail(error(Loc{}, "--target and --tile-config go with --emit=kernels (the runtime "
+                             "has no code-generating device yet)"));
+  Status codegenFlags = applyCodegenFlags(a);
+  if (!codegenFlags.ok()) return fail(codegenFlags.diags());
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc::named("--report"),
                       "unknown value '" + a.get("report") + "' (expected placement)"));
@@ -91,6 +110,12 @@ int runCompile(const std::vector<std::string>& args) {
   std::string text;
   if (emit == "kir") {
     text = printModule(**module);
+  } else if (emit == "kernels") {
+    PassManager pm;
+    Status lowered = pm.addPipeline("codegen");
+    if (lowered.ok()) lowered = pm.run(**module, std::cerr);
+    if (!lowered.ok()) return fail(lowered.diags());
+    text = kernelReport(**module, codegenContext().target);
   } else {
     auto program = compileProgram(module.take(), opts);
     if (!program.ok()) return fail(program.diags());

@@ -85,17 +85,8 @@ int runOpt(const std::vector<std::string>& args) {
     return fail(error(Loc{}, "--emit: expected 'kernels' or 'placement-dot', got '" + emit + "'"));
   bool emitKernels = emit == "kernels";
   bool emitDot = emit == "placement-dot";
-  CodegenContext& cg = codegenContext();
-  if (a.has("target")) {
-    auto t = lookupTarget(a.get("target"));
-    if (!t.ok()) return fail(t.diags());
-    cg.target = *t;
-  }
-  if (a.has("tile-config")) {
-    auto cfg = readTileConfig(a.get("tile-config"));
-    if (!cfg.ok()) return fail(cfg.diags());
-    cg.overrides = *cfg;
-  }
+  Status codegenFlags = applyCodegenFlags(a);
+  if (!codegenFlags.ok()) return fail(codegenFlags.diags());
   // Build the pipeline before reading the input, so a misspelled pass fails fast.
   PassManager pm(pmOpts);
   if (a.has("pass") || emitKernels) {
@@ -134,7 +125,7 @@ int runOpt(const std::vector<std::string>& args) {
   }
 
   if (emitKernels) {
-    std::cout << kernelReport(m, cg.target);
+    std::cout << kernelReport(m, codegenContext().target);
     return 0;
   }
   PrintOptions printOpts;

@@ -2,6 +2,7 @@
 // program to run (a .kmod file, or a source model compiled in memory).
 #include <filesystem>
 
+#include "backends/target.h"
 #include "cli.h"
 #include "runtime/module_format.h"
 
@@ -100,6 +101,17 @@ Result<hal::DeviceId> checkDevice(const std::string& spec) {
   KILN_TRY(hal::DeviceId id, hal::parseDeviceId(spec, loc));
   KILN_CHECK(hal::openDevice(id, loc));
   return id;
+}
+
+Status applyCodegenFlags(const ParsedArgs& a) {
+  CodegenContext& cg = codegenContext();
+  if (a.has("target")) {
+    KILN_TRY(cg.target, lookupTarget(a.get("target")));
+  }
+  if (a.has("tile-config")) {
+    KILN_TRY(cg.overrides, readTileConfig(a.get("tile-config")));
+  }
+  return ok();
 }
 
 } // namespace kiln::cli

@@ -120,8 +120,7 @@ Result<std::string> serializeProgram(const Program& p) {
     meta["executables"].push_back({{"target", e.target}, {"section", name}});
     sections.push_back({kExecSection, name, e.payload});
   }
-  if (!embedded.empty())
-    sections.push_back({kWeightsSection, "weights", std::move(weights)});
+  if (!embedded.empty()) sections.push_back({kWeightsSection, "weights", std::move(weights)});
   sections.insert(sections.begin(), PendingSection{kMetaSection, "meta", meta.dump(1)});
 
   uint64_t tableEnd = kHeaderBytes + kEntryBytes * sections.size();
