@@ -1,13 +1,17 @@
 // compileProgram: runs the pipeline and assembles the Program.
 #include "compiler/compiler.h"
 
+#include "passes/pass_manager.h"
+
 #include <algorithm>
+#include <iostream>
 #include <set>
 
 #include "compiler/memory.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir/weights.h"
+#include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "runtime/drivers.h"
 
@@ -77,6 +81,15 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_CHECK(createShapeInferPass()->run(*module));
   }
   if (opts.afterPlacement) KILN_CHECK(opts.afterPlacement(*module));
+  if (defaultDevice.starts_with("sim[")) {
+    // The simulator runs kernel IR: form dispatches and lower them (the codegen pipeline).
+    if (placed)
+      return error(Loc::named("--device"), "the sim device runs a module on its own; it cannot be "
+                                           "combined with other devices or placement yet");
+    PassManager codegen;
+    KILN_CHECK(codegen.addPipeline("fuse,collapse-dims,tile,pad,lower"));
+    KILN_CHECK(codegen.run(*module, std::cerr));
+  }
   ScheduleOptions so;
   so.device = defaultDevice;
   KILN_CHECK(createSchedulePass(so)->run(*module));

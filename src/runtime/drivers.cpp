@@ -9,8 +9,8 @@
 namespace kiln::hal {
 
 const std::vector<Driver*>& drivers() {
-  // One row per driver; later drivers (cpu, vulkan, hip, sim) add theirs here.
-  static const std::vector<Driver*> all = {ref::refDriver()};
+  // One row per driver; later drivers (cpu, vulkan, hip) add theirs here.
+  static const std::vector<Driver*> all = {ref::refDriver(), ref::simDriver()};
   return all;
 }
 

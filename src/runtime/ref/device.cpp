@@ -6,15 +6,22 @@
 #include "ir/interp.h"
 #include "runtime/ref/ref.h"
 #include "runtime/semaphore.h"
+#include "runtime/sim/sim.h"
 
 namespace kiln::hal::ref {
 
 namespace {
+// Lowered kernels take buffers (kernel IR); tensor-level ones take tensors.
+bool isLoweredKernel(const Func& f) { return f.numArgs() > 0 && f.arg(0)->type().isBuffer(); }
+
 // A ref device is host memory; this bound keeps a hostile size from reaching new[].
 constexpr uint64_t kMaxBufferBytes = uint64_t(16) << 30;
 } // namespace
 
-std::string RefDevice::description() const { return "reference interpreter, host memory"; }
+std::string RefDevice::description() const {
+  return id_.kind == "sim" ? "kernel-IR simulator, host memory"
+                           : "reference interpreter, host memory";
+}
 
 DeviceLimits RefDevice::limits() const { return {kMaxBufferBytes, kMaxBufferBytes}; }
 
@@ -52,10 +59,10 @@ Result<std::unique_ptr<Buffer>> RefDevice::allocate(uint64_t bytes) {
 
 Result<std::unique_ptr<Executable>> RefDevice::loadExecutable(const std::string& target,
                                                               const std::string& payload) {
-  if (target != "ref")
-    return error(Loc::named(id_.str()), "cannot load an executable for target '" + target +
-                                            "' (ref devices load target 'ref')");
-  KILN_TRY(std::unique_ptr<RefExecutable> exe, RefExecutable::load(payload));
+  if (target != id_.kind)
+    return error(Loc::named(id_.str()), "cannot load an executable for target '" + target + "' (" +
+                                            id_.kind + " devices load target '" + id_.kind + "')");
+  KILN_TRY(std::unique_ptr<RefExecutable> exe, RefExecutable::load(target, payload));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
@@ -121,6 +128,18 @@ Status RefDevice::dispatchNow(const RefCommandBuffer::Command& c) {
     return error(loc, "dispatch of kernel " + std::to_string(c.kernel) +
                           " but the executable has " + std::to_string(exe->numKernels()));
   const Func& f = exe->kernel(c.kernel);
+  if (isLoweredKernel(f)) {
+    // Kernel IR (sim devices): one buffer per argument, inputs then outputs, written in place.
+    std::vector<sim::BufferRef> bindings;
+    for (size_t i = 0; i < c.inputs.size() + c.outputs.size(); ++i) {
+      bool in = i < c.inputs.size();
+      const Binding& b = in ? c.inputs[i] : c.outputs[i - c.inputs.size()];
+      KILN_CHECK(checkResident(b, f.name(), in ? "input" : "output", in ? i : i - c.inputs.size()));
+      bindings.push_back({HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr)});
+    }
+    KILN_TRY(sim::Grid grid, sim::kernelGrid(f, c.dims));
+    return sim::runKernel(f, bindings, c.dims, grid);
+  }
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Binding& b = c.inputs[i];

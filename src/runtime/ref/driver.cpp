@@ -31,7 +31,7 @@ public:
   Result<std::shared_ptr<Device>> open(int64_t ordinal) override {
     if (ordinal < 0 || ordinal >= refDeviceCount())
       return error(Loc{}, "device ref[" + std::to_string(ordinal) + "] does not exist");
-    return std::shared_ptr<Device>(std::make_shared<RefDevice>(ordinal));
+    return std::shared_ptr<Device>(std::make_shared<RefDevice>("ref", ordinal));
   }
 
 private:
@@ -42,6 +42,33 @@ private:
 
 Driver* refDriver() {
   static RefDriver driver;
+  return &driver;
+}
+
+namespace {
+
+// One sim device: it exists to prove lowering, not to share work.
+class SimDriver : public Driver {
+public:
+  const std::string& name() const override { return name_; }
+  std::string target() const override { return "sim"; }
+  std::vector<DeviceInfo> enumerate() override {
+    return {{DeviceId{"sim", 0}, "kernel-IR simulator, host memory"}};
+  }
+  Result<std::shared_ptr<Device>> open(int64_t ordinal) override {
+    if (ordinal != 0)
+      return error(Loc{}, "device sim[" + std::to_string(ordinal) + "] does not exist");
+    return std::shared_ptr<Device>(std::make_shared<RefDevice>("sim", ordinal));
+  }
+
+private:
+  std::string name_ = "sim";
+};
+
+} // namespace
+
+Driver* simDriver() {
+  static SimDriver driver;
   return &driver;
 }
 

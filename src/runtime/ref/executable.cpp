@@ -5,15 +5,20 @@
 
 namespace kiln::hal::ref {
 
-Result<std::unique_ptr<RefExecutable>> RefExecutable::load(const std::string& payload) {
+Result<std::unique_ptr<RefExecutable>> RefExecutable::load(const std::string& target,
+                                                           const std::string& payload) {
   auto exe = std::make_unique<RefExecutable>();
-  KILN_TRY(exe->module_, parseModule(payload, "<ref executable>"));
+  exe->target_ = target;
+  KILN_TRY(exe->module_, parseModule(payload, "<" + target + " executable>"));
   KILN_CHECK(verifyModule(*exe->module_));
   for (const auto& f : exe->module_->funcs()) {
-    for (const auto& op : f->ops())
-      if (op->info().level != OpLevel::Tensor)
-        return error(op->loc(), "ref kernel @" + f->name() + " contains the non-tensor op '" +
-                                    std::string(op->name()) + "'");
+    for (const auto& op : f->ops()) {
+      OpLevel level = op->info().level;
+      if (level == OpLevel::Tensor || (level == OpLevel::Kernel && target == "sim")) continue;
+      return error(op->loc(), target + " kernel @" + f->name() + " contains the op '" +
+                                  std::string(op->name()) + "', which a " + target +
+                                  " device cannot run");
+    }
     exe->kernels_.push_back(f.get());
   }
   exe->weights_ = std::make_unique<WeightStore>(*exe->module_);

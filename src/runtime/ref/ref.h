@@ -1,7 +1,9 @@
 // The `ref` driver: devices ref[0..N-1] whose kernels are tensor-level functions run by the
-// reference interpreter. Each device has its own memory; a kernel that binds a buffer of
-// another device fails at run time (never a silent copy). Submissions run synchronously
-// on the calling thread, in submission order.
+// reference interpreter. The `sim` driver (sim[0]) is the same device with one difference:
+// its executables may hold lowered kernels (kernel IR), which it runs on the kernel-IR
+// simulator (runtime/sim/sim.h) thread by thread. Each device has its own memory; a kernel that
+// binds a buffer of another device fails at run time (never a silent copy). Submissions run
+// synchronously on the calling thread, in submission order.
 //
 // N is 8 unless the environment sets KILN_REF_DEVICES (1 to 64): ref devices cost nothing
 // until opened, and 8 lets an 8-stage pipeline run without setting anything.
@@ -19,6 +21,7 @@
 namespace kiln::hal::ref {
 
 Driver* refDriver();
+Driver* simDriver();
 
 class RefDevice;
 
@@ -39,10 +42,12 @@ private:
   uint64_t bytes_;
 };
 
-// The payload is kiln IR text: one tensor-level function per kernel, in kernel order.
+// The payload is kiln IR text: one function per kernel, in kernel order; tensor-level for
+// target "ref", tensor-level or lowered (kernel IR) for target "sim".
 class RefExecutable : public Executable {
 public:
-  static Result<std::unique_ptr<RefExecutable>> load(const std::string& payload);
+  static Result<std::unique_ptr<RefExecutable>> load(const std::string& target,
+                                                     const std::string& payload);
   const std::string& target() const override { return target_; }
   size_t numKernels() const override { return kernels_.size(); }
   const std::string& kernelName(size_t index) const override { return kernels_[index]->name(); }
@@ -85,7 +90,8 @@ private:
 
 class RefDevice : public Device {
 public:
-  explicit RefDevice(int64_t ordinal) : id_{"ref", ordinal} {}
+  // `kind` is "ref" or "sim" (the target its executables have).
+  RefDevice(std::string kind, int64_t ordinal) : id_{std::move(kind), ordinal} {}
   const DeviceId& id() const override { return id_; }
   std::string description() const override;
   DeviceLimits limits() const override;
