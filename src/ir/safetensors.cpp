@@ -4,10 +4,7 @@
 // where those exceptions become diagnostics, so none escapes to callers.
 #include "ir/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "ir/mapped_file.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -93,25 +90,11 @@ Result<SafetensorsFile::Entry> parseEntry(const std::string& name, const json& v
 
 Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
   Loc loc = Loc::named(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return error(loc, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return error(loc, "not a regular file");
-  }
-  auto size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    return error(loc, "not a safetensors file: shorter than its 8-byte header length");
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int mapErrno = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return error(loc, std::string("cannot map: ") + std::strerror(mapErrno));
-  std::shared_ptr<const void> mapping(
-      base, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  const auto* bytes = static_cast<const uint8_t*>(base);
+  KILN_TRY(MappedFile mapped, mapFile(path));
+  uint64_t size = mapped.size;
+  if (size < 8) return error(loc, "not a safetensors file: shorter than its 8-byte header length");
+  std::shared_ptr<const void> mapping = mapped.mapping;
+  const uint8_t* bytes = mapped.data;
 
   uint64_t headerLen = 0;
   for (int i = 0; i < 8; ++i) headerLen |= static_cast<uint64_t>(bytes[i]) << (8 * i);

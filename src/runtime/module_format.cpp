@@ -3,16 +3,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <set>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 
+#include "ir/mapped_file.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -333,28 +330,12 @@ Result<Program> loadProgram(std::string_view bytes, std::shared_ptr<const void> 
 }
 
 Result<Program> loadProgramFile(const std::string& path) {
-  Loc loc = Loc::named(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return error(loc, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return error(loc, "not a regular file");
-  }
-  auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return error(loc, "truncated module: the file is empty");
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int mapErrno = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return error(loc, std::string("cannot map: ") + std::strerror(mapErrno));
-  std::shared_ptr<const void> mapping(
-      base, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  KILN_TRY(MappedFile file, mapFile(path));
+  if (file.size == 0) return error(Loc::named(path), "truncated module: the file is empty");
   std::string dir = std::filesystem::path(path).parent_path().string();
-  KILN_TRY(Program p, loadProgram(std::string_view(static_cast<const char*>(base), size), mapping,
-                                  path, dir.empty() ? "." : dir));
+  KILN_TRY(Program p,
+           loadProgram(std::string_view(reinterpret_cast<const char*>(file.data), file.size),
+                       file.mapping, path, dir.empty() ? "." : dir));
   // External weights must be present before anything runs.
   WeightStore store(*p.host);
   for (const WeightDecl& w : p.host->weights())
