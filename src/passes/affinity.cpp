@@ -327,6 +327,7 @@ private:
     for (size_t r = 0; r < op->numResults(); ++r) types.push_back(op->result(r)->type());
     auto copy = std::make_unique<Op>(op->kind(), std::move(types), op->attrs(), op->loc());
     for (Value* v : op->operands()) copy->addOperand(v);
+    for (size_t r = 0; r < op->numResults(); ++r) copy->result(r)->setName(op->result(r)->name());
     copy->setDevice(d);
     // Just before the original: its operands are defined there, its users come later.
     Op* inserted = f_.insert(std::move(copy), op);

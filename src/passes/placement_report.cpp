@@ -2,6 +2,7 @@
 #include "passes/placement_report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <unordered_map>
 
@@ -31,9 +32,15 @@ bool isParameter(const Op& op) {
   return op.kind() == OpKind::Weight || op.kind() == OpKind::Constant;
 }
 
+// Clones of one parameter share its name (affinity copies names, attributes and location),
+// so the report groups them; distinct constants never share one.
 std::string paramName(const Op& op) {
   if (op.kind() == OpKind::Weight) return "weight @" + op.attrs().getStr("name");
-  return "constant at " + op.loc().str();
+  if (!op.result()->name().empty()) return "constant %" + op.result()->name();
+  if (!op.loc().empty()) return "constant at " + op.loc().str();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(op.attrs().hash()));
+  return "constant " + op.result()->type().str() + " #" + hash;
 }
 
 size_t deviceIndex(const Module& m, const DeviceTarget& t) {
