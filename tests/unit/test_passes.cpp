@@ -391,7 +391,8 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   REQUIRE_FALSE(st.ok());
   std::string msg = st.diags().str();
   CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
-  CHECK(msg.find("affinity, canonicalize, collapse-dims, cse, dce, fuse, lower, pad, schedule, shape-infer, tile") != std::string::npos);
+  CHECK(msg.find("affinity, canonicalize, collapse-dims, cse, dce, fuse, lower, pad, schedule, "
+                 "shape-infer, tile") != std::string::npos);
   CHECK(msg.find("pipelines: default") != std::string::npos);
   CHECK(bad.passNames().empty()); // nothing half-added
 
