@@ -108,6 +108,18 @@ Result<std::vector<int64_t>> kernelShape(Ctx& c, const Val& w) {
   return attr;
 }
 
+// A kiln conv of x and w with the node's optional bias (input 2) as the node's output.
+Status emitConv(Ctx& c, const Val& x, const Val& w, Attrs a) {
+  std::vector<Val> ops{x, w};
+  if (c.hasInput(2)) {
+    KILN_TRY(Val b, c.input(2));
+    ops.push_back(b);
+  }
+  KILN_TRY(Val y, c.op(OpKind::Conv, ops, std::move(a)));
+  c.setOutput(0, y);
+  return ok();
+}
+
 Status convOp(Ctx& c) {
   KILN_TRY(Val x, c.input(0));
   KILN_TRY(Val w, c.input(1));
@@ -120,14 +132,7 @@ Status convOp(Ctx& c) {
   a.set("pads", win.pads);
   a.set("dilations", win.dilations);
   a.set("group", group);
-  std::vector<Val> ops{x, w};
-  if (c.hasInput(2)) {
-    KILN_TRY(Val b, c.input(2));
-    ops.push_back(b);
-  }
-  KILN_TRY(Val y, c.op(OpKind::Conv, ops, std::move(a)));
-  c.setOutput(0, y);
-  return ok();
+  return emitConv(c, x, w, std::move(a));
 }
 
 // ConvTranspose = conv(stride-dilated, padded x, flipped and transposed w): each input
@@ -237,14 +242,7 @@ Status convTransposeOp(Ctx& c) {
   a.set("pads", std::vector<int64_t>(2 * s, 0));
   a.set("dilations", dil);
   a.set("group", group);
-  std::vector<Val> ops{xs, wf};
-  if (c.hasInput(2)) {
-    KILN_TRY(Val b, c.input(2));
-    ops.push_back(b);
-  }
-  KILN_TRY(Val y, c.op(OpKind::Conv, ops, std::move(a)));
-  c.setOutput(0, y);
-  return ok();
+  return emitConv(c, xs, wf, std::move(a));
 }
 
 Status poolOp(Ctx& c, bool isMax) {
