@@ -31,9 +31,9 @@ kiln dump).
   --emit=kernels        run the codegen pipeline (fuse, collapse-dims, tile, pad, lower)
                         and print every kernel with its workgroup size, shared-memory bytes
                         and the target's limit
-  --target=NAME         codegen target for --emit=kernels: cpu, vulkan:lavapipe,
-                        vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
-                        amdgpu:gfx1100
+  --target=NAME         codegen target for --emit=kernels: cpu, cpu:x86-64-v2|v3|v4,
+                        vulkan:lavapipe, vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a,
+                        amdgpu:gfx942, amdgpu:gfx1100
   --tile-config=FILE    manual tiles per kernel for --emit=kernels (docs/codegen.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module

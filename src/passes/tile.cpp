@@ -32,10 +32,12 @@ int64_t upper(const Dim& d, const SymbolTable& syms) {
   return std::max<int64_t>(1, bounds(d.expr(), syms).hi);
 }
 
-// The cpu register block: NR two vectors of f32 wide, MR rows so that MR x NR / lanes
-// accumulators plus the B row and a broadcast A fit the SIMD registers.
-std::vector<int64_t> cpuMicro(const TargetDesc& t) {
-  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / 32);
+// The cpu register block: NR two vectors of accumulators wide (f32; f64 and i64 for f64
+// and integer matmuls), MR rows so that MR x NR / lanes accumulators plus the B row and a
+// broadcast A fit the SIMD registers.
+std::vector<int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
+  bool wide = result == ElemType::F64 || !isFloat(result);
+  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / (wide ? 64 : 32));
   int64_t nr = 2 * lanes;
   int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
   return {mr, nr};
@@ -50,7 +52,7 @@ TilePlan cpuPlan(const KernelShape& s, const TargetDesc& t, const SymbolTable& s
   size_t r = s.outShape.size();
   auto ub = [&](const Dim& d) { return std::min<int64_t>(upper(d, syms), 1 << 30); };
   if (s.strategy == Strategy::Matmul) {
-    std::vector<int64_t> micro = cpuMicro(t);
+    std::vector<int64_t> micro = cpuMicro(t, s.anchor->result(0)->type().elem());
     int64_t mr = micro[0], nr = micro[1];
     auto roundUp = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
     int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(s.bElem));

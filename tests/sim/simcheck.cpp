@@ -8,7 +8,8 @@
 // of the second, after the pipeline (default: the codegen pipeline; none: no passes), on the
 // sim driver (lowered dispatches simulated, others interpreted), with the same random
 // inputs; compares every output (integers and i1 exactly, floats within a tolerance of
-// their precision, NaN equal to NaN). When the reference fails (an index out of range)
+// their precision — f32 within 1e-4 when the target accumulates matmuls in f32 — NaN
+// equal to NaN). When the reference fails (an index out of range)
 // the sim run must fail too. Prints one summary line; exits 1 on any difference.
 // --reference-func names the function the reference runs instead of @main (for
 // hand-written kernel IR, which the reference interpreter cannot run).
