@@ -18,11 +18,11 @@ struct CpuKernelInfo {
 };
 
 struct CpuPayload {
-  std::string cpu;                   // LLVM CPU name the code was compiled for ("x86-64-v3")
-  std::vector<std::string> features; // host features the code needs ("avx2", "fma", ...)
-  std::string ir;                    // every kernel as kiln IR text, in kernel order
+  std::string cpu;                    // LLVM CPU name the code was compiled for ("x86-64-v3")
+  std::vector<std::string> features;  // host features the code needs ("avx2", "fma", ...)
+  std::string ir;                     // every kernel as kiln IR text, in kernel order
   std::vector<CpuKernelInfo> kernels; // one per function of `ir`, same order
-  std::string sharedObject;          // the ELF image (empty when no kernel is lowered)
+  std::string sharedObject;           // the ELF image (empty when no kernel is lowered)
 };
 
 // The CPU features the runtime can check on the host (cpuid), in LLVM's spelling: the

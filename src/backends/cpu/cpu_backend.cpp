@@ -1,0 +1,105 @@
+// compileCpuKernels: kernel IR -> LLVM IR (backends/llvm/emit.h) -> O3 -> x86-64 object ->
+// shared object (lld), plus the payload's description of every kernel.
+#include "backends/cpu/cpu_backend.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <algorithm>
+
+#include "backends/llvm/emit.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr const char* kTriple = "x86_64-unknown-linux-gnu";
+
+bool isLowered(const Func& f) { return f.numArgs() > 0 && f.arg(0)->type().isBuffer(); }
+
+} // namespace
+
+const std::vector<std::string>& cpuTargetNames() {
+  static const std::vector<std::string> names = {"cpu", "cpu:x86-64-v2", "cpu:x86-64-v3",
+                                                 "cpu:x86-64-v4"};
+  return names;
+}
+
+bool isCpuTargetName(const std::string& name) {
+  const auto& n = cpuTargetNames();
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+
+Result<CpuTargetSpec> resolveCpuTarget(const std::string& name) {
+  if (!isCpuTargetName(name)) {
+    std::string known;
+    for (const std::string& n : cpuTargetNames()) known += (known.empty() ? "" : ", ") + n;
+    return error(Loc::named("--target"),
+                 "unknown CPU target '" + name + "' (known: " + known + ")");
+  }
+  CpuTargetSpec spec;
+  spec.name = name;
+  spec.machine.triple = kTriple;
+  if (name == "cpu") {
+    spec.machine.cpu = llvm::sys::getHostCPUName().str();
+    std::string features;
+    for (const auto& f : llvm::sys::getHostCPUFeatures())
+      features +=
+          std::string(features.empty() ? "" : ",") + (f.second ? "+" : "-") + f.first().str();
+    spec.machine.features = features;
+  } else {
+    spec.machine.cpu = name.substr(4);
+  }
+  KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
+  const llvm::MCSubtargetInfo* sti = tm->getMCSubtargetInfo();
+  for (const std::string& f : checkableCpuFeatures())
+    if (sti->checkFeatures("+" + f)) spec.required.push_back(f);
+  return spec;
+}
+
+Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
+                                      const std::string& irText, const std::string& target,
+                                      CpuOutput output) {
+  KILN_TRY(CpuTargetSpec spec, resolveCpuTarget(target));
+  CpuCompiled out;
+  CpuPayload& p = out.payload;
+  p.cpu = spec.machine.cpu;
+  p.features = spec.required;
+  p.ir = irText;
+  llvm::LLVMContext ctx;
+  auto lm = std::make_unique<llvm::Module>("kiln-kernels", ctx);
+  bool any = false;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    CpuKernelInfo info;
+    info.name = kernels[i]->name();
+    if (isLowered(*kernels[i])) {
+      KILN_TRY(llvmgen::EmittedKernel e,
+               llvmgen::emitCpuKernel(*lm, *kernels[i], m.symbols(),
+                                      "kiln_cpu_kernel_" + std::to_string(i)));
+      info.lowered = true;
+      info.symbol = e.symbol;
+      info.symbols = e.symbols;
+      any = true;
+    }
+    p.kernels.push_back(std::move(info));
+  }
+  KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
+  KILN_CHECK(llvmgen::optimizeModule(*lm, *tm, "<cpu backend>"));
+  if (output == CpuOutput::LlvmIr) {
+    out.text = llvmgen::printLlvmModule(*lm);
+    return out;
+  }
+  if (output == CpuOutput::Assembly) {
+    KILN_TRY(out.text, llvmgen::emitAssembly(*lm, *tm));
+    return out;
+  }
+  if (!any) return out;
+  KILN_TRY(std::string object, llvmgen::emitObject(*lm, *tm));
+  KILN_TRY(p.sharedObject, linkSharedObject(object));
+  return out;
+}
+
+} // namespace kiln::cpu

@@ -1,0 +1,49 @@
+// The CPU backend: lowered kernels to x86-64 code in one shared object, the payload of a
+// cpu executable (runtime/cpu/payload.h).
+//
+// `--target=cpu` compiles for the host CPU (its name and every feature LLVM detects,
+// AVX-512 included where present); `cpu:x86-64-v2`, `cpu:x86-64-v3` and `cpu:x86-64-v4`
+// compile for those levels, so a module can be built on one machine for others. The code
+// records the features it needs among those the runtime can check; the cpu driver refuses
+// to load it on a CPU that lacks one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/llvm/machine.h"
+#include "ir/ir.h"
+#include "runtime/cpu/payload.h"
+
+namespace kiln::cpu {
+
+struct CpuTargetSpec {
+  std::string name;                  // "cpu", "cpu:x86-64-v3"
+  llvmgen::MachineSpec machine;      // what LLVM compiles for
+  std::vector<std::string> required; // checkable features the code may use
+};
+
+// The names --target= accepts for the CPU backend.
+const std::vector<std::string>& cpuTargetNames();
+bool isCpuTargetName(const std::string& name);
+Result<CpuTargetSpec> resolveCpuTarget(const std::string& name);
+
+// What --emit= can show of the CPU code besides the executable itself.
+enum class CpuOutput { Executable, LlvmIr, Assembly };
+
+struct CpuCompiled {
+  CpuPayload payload; // for CpuOutput::Executable
+  std::string text;   // LLVM IR or assembly otherwise
+};
+
+// Compiles the kernel functions `kernels` of `m` (lowered ones to code, tensor-level ones
+// kept as IR for the interpreter); `irText` is their IR text, in the same order.
+Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
+                                      const std::string& irText, const std::string& target,
+                                      CpuOutput output = CpuOutput::Executable);
+
+// Links one relocatable object into a shared object with lld (compiler-rt's builtins
+// supply the f16 conversions); the image's bytes.
+Result<std::string> linkSharedObject(const std::string& object);
+
+} // namespace kiln::cpu

@@ -1,0 +1,98 @@
+// Target machines, the optimization pipeline and object emission (see machine.h).
+#include "backends/llvm/machine.h"
+
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <mutex>
+
+namespace kiln::llvmgen {
+
+void initializeLlvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+  });
+}
+
+Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSpec& spec) {
+  initializeLlvm();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(spec.triple, err);
+  if (!target)
+    return error(Loc::named("--target"), "LLVM has no target for " + spec.triple + ": " + err);
+  llvm::TargetOptions opts;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(spec.triple, spec.cpu, spec.features, opts, llvm::Reloc::PIC_,
+                                  std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) return error(Loc::named("--target"), "LLVM cannot create a machine for " + spec.cpu);
+  return tm;
+}
+
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what) {
+  m.setDataLayout(tm.createDataLayout());
+  m.setTargetTriple(tm.getTargetTriple().str());
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  if (llvm::verifyModule(m, &os))
+    return error(Loc::named(what),
+                 "internal error: the emitted LLVM IR does not verify: " + os.str());
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+  return ok();
+}
+
+namespace {
+Result<std::string> emitFile(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    return error(Loc::named(tm.getTargetCPU().str()), "LLVM cannot emit code for this target");
+  pm.run(m);
+  return std::string(buf.begin(), buf.end());
+}
+} // namespace
+
+Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm) {
+  return emitFile(m, tm, llvm::CodeGenFileType::ObjectFile);
+}
+
+Result<std::string> emitAssembly(llvm::Module& m, llvm::TargetMachine& tm) {
+  return emitFile(m, tm, llvm::CodeGenFileType::AssemblyFile);
+}
+
+std::string printLlvmModule(const llvm::Module& m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return os.str();
+}
+
+} // namespace kiln::llvmgen

@@ -1,0 +1,34 @@
+// LLVM target machines, the O3 pipeline and object emission, shared by the LLVM backends.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/diag.h"
+
+namespace llvm {
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace kiln::llvmgen {
+
+struct MachineSpec {
+  std::string triple;   // "x86_64-unknown-linux-gnu"
+  std::string cpu;      // LLVM CPU name: "x86-64-v3", "znver4", ...
+  std::string features; // "+avx2,+fma,-avx512f" (empty: the CPU's own)
+};
+
+// Initializes LLVM's x86 target once per process.
+void initializeLlvm();
+Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSpec& spec);
+// Verifies `m` (an invalid module is a backend bug reported as an error naming `what`),
+// then runs the new pass manager's O3 pipeline for `tm`.
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what);
+// The module as an ELF relocatable object (PIC).
+Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm);
+// The module as assembly or LLVM IR text (kiln compile --emit=asm / --emit=llvm).
+Result<std::string> emitAssembly(llvm::Module& m, llvm::TargetMachine& tm);
+std::string printLlvmModule(const llvm::Module& m);
+
+} // namespace kiln::llvmgen

@@ -1,0 +1,381 @@
+// Scalar arithmetic for LLVM emission (see scalar.h). Every function mirrors one kernel of
+// src/ir/interp/elementwise.cpp: floats that the interpreter computes in f64 and rounds
+// once are computed so that the rounded result is the same (exact ops in the value's own
+// precision, libm functions in f64); integers wrap at their width.
+#include "backends/llvm/scalar.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "ir/host_tensor.h"
+
+namespace kiln::llvmgen {
+
+namespace {
+
+using llvm::IRBuilder;
+using llvm::Value;
+
+bool isUnsignedLike(ElemType e) { return e == ElemType::U8 || e == ElemType::I1; }
+
+llvm::Type* f32(IRBuilder<>& b) { return b.getFloatTy(); }
+llvm::Type* f64(IRBuilder<>& b) { return b.getDoubleTy(); }
+
+// Rounds a float (the scalar form of f16/bf16) to bf16 precision, round to nearest even,
+// NaN kept quiet, exactly as floatToBf16.
+Value* roundBf16Bits(IRBuilder<>& b, Value* f) {
+  Value* x = b.CreateBitCast(f, b.getInt32Ty());
+  Value* absx = b.CreateAnd(x, 0x7fffffffu);
+  Value* nan = b.CreateICmpUGT(absx, b.getInt32(0x7f800000u));
+  Value* hi = b.CreateLShr(x, 16);
+  Value* nanBits = b.CreateOr(hi, 0x40u);
+  Value* rounding = b.CreateAdd(b.getInt32(0x7fffu), b.CreateAnd(hi, 1u));
+  Value* rounded = b.CreateLShr(b.CreateAdd(x, rounding), 16);
+  return b.CreateSelect(nan, nanBits, rounded); // the 16 bits, in an i32
+}
+
+Value* bf16BitsToFloat(IRBuilder<>& b, Value* bits32) {
+  return b.CreateBitCast(b.CreateShl(bits32, 16), b.getFloatTy());
+}
+
+// A float rounded to the precision of `e` (f16, bf16), kept as a float.
+Value* roundFloat(IRBuilder<>& b, ElemType e, Value* f) {
+  if (e == ElemType::F16) return b.CreateFPExt(b.CreateFPTrunc(f, b.getHalfTy()), f32(b));
+  if (e == ElemType::BF16) return bf16BitsToFloat(b, roundBf16Bits(b, f));
+  return f;
+}
+
+// A double rounded to float element type `e`, as the interpreter's setF does.
+Value* fromDouble(IRBuilder<>& b, ElemType e, Value* d) {
+  if (e == ElemType::F64) return d;
+  return roundFloat(b, e, b.CreateFPTrunc(d, f32(b)));
+}
+
+Value* toDouble(IRBuilder<>& b, Value* v) {
+  return v->getType()->isDoubleTy() ? v : b.CreateFPExt(v, f64(b));
+}
+
+// Sign- or zero-extends an integer scalar of `e` to i64 (the interpreter's getI).
+Value* toI64(IRBuilder<>& b, ElemType e, Value* v) {
+  return isUnsignedLike(e) ? b.CreateZExt(v, b.getInt64Ty()) : b.CreateSExt(v, b.getInt64Ty());
+}
+
+Value* libm(IRBuilder<>& b, llvm::Module& m, const char* name, std::vector<Value*> args) {
+  std::vector<llvm::Type*> types(args.size(), f64(b));
+  llvm::FunctionCallee fn =
+      m.getOrInsertFunction(name, llvm::FunctionType::get(f64(b), types, false));
+  if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+    f->setDoesNotThrow();
+    f->setWillReturn();
+  }
+  return b.CreateCall(fn, args);
+}
+
+Value* intrinsic(IRBuilder<>& b, llvm::Intrinsic::ID id, std::vector<Value*> args) {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+// sigmoid in f64 without overflow: both branches exponentiate -|x|.
+Value* sigmoidD(IRBuilder<>& b, llvm::Module& m, Value* x) {
+  Value* ax = intrinsic(b, llvm::Intrinsic::fabs, {x});
+  Value* e = libm(b, m, "exp", {b.CreateFNeg(ax)});
+  Value* one = llvm::ConstantFP::get(f64(b), 1.0);
+  Value* den = b.CreateFAdd(one, e);
+  Value* pos = b.CreateFDiv(one, den);
+  Value* neg = b.CreateFDiv(e, den);
+  return b.CreateSelect(b.CreateFCmpOGE(x, llvm::ConstantFP::get(f64(b), 0.0)), pos, neg);
+}
+
+// A float function the interpreter computes in f64: the result rounded to `e`.
+template <typename F> Value* viaDouble(IRBuilder<>& b, ElemType e, Value* x, F f) {
+  return fromDouble(b, e, f(toDouble(b, x)));
+}
+
+// Integer x^y as the interpreter's intPow, on i64 (one helper function per module).
+llvm::Function* ipowFunction(llvm::Module& m) {
+  if (llvm::Function* f = m.getFunction("kiln_ipow")) return f;
+  llvm::LLVMContext& c = m.getContext();
+  llvm::Type* i64 = llvm::Type::getInt64Ty(c);
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(i64, {i64, i64}, false),
+                                   llvm::GlobalValue::InternalLinkage, "kiln_ipow", m);
+  auto* entry = llvm::BasicBlock::Create(c, "entry", f);
+  auto* negExp = llvm::BasicBlock::Create(c, "neg", f);
+  auto* loop = llvm::BasicBlock::Create(c, "loop", f);
+  auto* done = llvm::BasicBlock::Create(c, "done", f);
+  IRBuilder<> b(entry);
+  Value* x = f->getArg(0);
+  Value* y = f->getArg(1);
+  b.CreateCondBr(b.CreateICmpSLT(y, b.getInt64(0)), negExp, loop);
+  b.SetInsertPoint(negExp);
+  // x == 1: 1; x == -1: -1 for odd y, 1 for even; else 0.
+  Value* odd = b.CreateICmpNE(b.CreateAnd(y, 1), b.getInt64(0));
+  Value* m1 = b.CreateSelect(odd, b.getInt64(-1), b.getInt64(1));
+  Value* r = b.CreateSelect(b.CreateICmpEQ(x, b.getInt64(1)), b.getInt64(1),
+                            b.CreateSelect(b.CreateICmpEQ(x, b.getInt64(-1)), m1, b.getInt64(0)));
+  b.CreateRet(r);
+  b.SetInsertPoint(loop);
+  llvm::PHINode* acc = b.CreatePHI(i64, 2);
+  llvm::PHINode* base = b.CreatePHI(i64, 2);
+  llvm::PHINode* e = b.CreatePHI(i64, 2);
+  acc->addIncoming(b.getInt64(1), entry);
+  base->addIncoming(x, entry);
+  e->addIncoming(y, entry);
+  Value* isZero = b.CreateICmpEQ(e, b.getInt64(0));
+  auto* body = llvm::BasicBlock::Create(c, "body", f);
+  b.CreateCondBr(isZero, done, body);
+  b.SetInsertPoint(body);
+  Value* bit = b.CreateICmpNE(b.CreateAnd(e, 1), b.getInt64(0));
+  Value* nextAcc = b.CreateSelect(bit, b.CreateMul(acc, base), acc);
+  acc->addIncoming(nextAcc, body);
+  base->addIncoming(b.CreateMul(base, base), body);
+  e->addIncoming(b.CreateAShr(e, 1), body);
+  b.CreateBr(loop);
+  b.SetInsertPoint(done);
+  b.CreateRet(acc);
+  return f;
+}
+
+Result<Value*> floatCompute(IRBuilder<>& b, llvm::Module& m, const Op& op, const std::string& fn,
+                            ElemType e, const std::vector<Value*>& a) {
+  using llvm::Intrinsic::ID;
+  namespace I = llvm::Intrinsic;
+  llvm::Type* t = a[0]->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+  auto exact = [&](Value* v) { return roundFloat(b, e, v); }; // one rounding after an exact op
+  auto unaryLibm = [&](const char* name) {
+    return viaDouble(b, e, a[0], [&](Value* d) { return libm(b, m, name, {d}); });
+  };
+  Value* x = a[0];
+  Value* y = a.size() > 1 ? a[1] : nullptr;
+  if (fn == "neg") return b.CreateFNeg(x);
+  if (fn == "abs") return intrinsic(b, I::fabs, {x});
+  if (fn == "exp") return unaryLibm("exp");
+  if (fn == "log") return unaryLibm("log");
+  if (fn == "sqrt") return exact(intrinsic(b, I::sqrt, {x}));
+  if (fn == "rsqrt")
+    return viaDouble(b, e, x, [&](Value* d) {
+      return b.CreateFDiv(llvm::ConstantFP::get(f64(b), 1.0), intrinsic(b, I::sqrt, {d}));
+    });
+  if (fn == "reciprocal") return exact(b.CreateFDiv(c(1.0), x));
+  if (fn == "tanh") return unaryLibm("tanh");
+  if (fn == "sigmoid") return viaDouble(b, e, x, [&](Value* d) { return sigmoidD(b, m, d); });
+  if (fn == "erf") return unaryLibm("erf");
+  if (fn == "relu") return b.CreateSelect(b.CreateFCmpOLT(x, c(0.0)), c(0.0), x);
+  if (fn == "gelu") {
+    std::string mode = op.attrs().getStr("approximate", "none");
+    return viaDouble(b, e, x, [&](Value* d) {
+      auto cd = [&](double v) { return llvm::ConstantFP::get(f64(b), v); };
+      Value* inner;
+      if (mode == "tanh") {
+        Value* cube = b.CreateFMul(b.CreateFMul(b.CreateFMul(cd(0.044715), d), d), d);
+        inner = libm(b, m, "tanh",
+                     {b.CreateFMul(cd(std::sqrt(2.0 / std::numbers::pi)), b.CreateFAdd(d, cube))});
+      } else {
+        inner = libm(b, m, "erf", {b.CreateFDiv(d, cd(std::sqrt(2.0)))});
+      }
+      return b.CreateFMul(b.CreateFMul(cd(0.5), d), b.CreateFAdd(cd(1.0), inner));
+    });
+  }
+  if (fn == "silu")
+    return viaDouble(b, e, x, [&](Value* d) { return b.CreateFMul(d, sigmoidD(b, m, d)); });
+  static const std::map<std::string, const char*> kLibm = {
+      {"sin", "sin"},     {"cos", "cos"},     {"tan", "tan"},    {"asin", "asin"},
+      {"acos", "acos"},   {"atan", "atan"},   {"sinh", "sinh"},  {"cosh", "cosh"},
+      {"asinh", "asinh"}, {"acosh", "acosh"}, {"atanh", "atanh"}};
+  if (auto it = kLibm.find(fn); it != kLibm.end()) return unaryLibm(it->second);
+  if (fn == "floor") return intrinsic(b, I::floor, {x});
+  if (fn == "ceil") return intrinsic(b, I::ceil, {x});
+  if (fn == "round") return intrinsic(b, I::roundeven, {x});
+  if (fn == "sign") {
+    Value* s = b.CreateSelect(b.CreateFCmpOGT(x, c(0.0)), c(1.0),
+                              b.CreateSelect(b.CreateFCmpOLT(x, c(0.0)), c(-1.0), c(0.0)));
+    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, s);
+  }
+  if (fn == "isnan") return b.CreateFCmpUNO(x, x);
+  if (fn == "isinf") return b.CreateFCmpOEQ(intrinsic(b, I::fabs, {x}), c(INFINITY));
+  if (fn == "add") return exact(b.CreateFAdd(x, y));
+  if (fn == "sub") return exact(b.CreateFSub(x, y));
+  if (fn == "mul") return exact(b.CreateFMul(x, y));
+  if (fn == "div") return exact(b.CreateFDiv(x, y));
+  if (fn == "pow") return fromDouble(b, e, libm(b, m, "pow", {toDouble(b, x), toDouble(b, y)}));
+  if (fn == "max") return intrinsic(b, I::maximum, {x, y});
+  if (fn == "min") return intrinsic(b, I::minimum, {x, y});
+  if (fn == "mod") {
+    Value* r = b.CreateFRem(x, y); // C fmod: exact
+    if (op.attrs().getInt("fmod", 0)) return r;
+    Value* zero = c(0.0);
+    Value* signedZero = intrinsic(b, I::copysign, {zero, y});
+    Value* fix = b.CreateXor(b.CreateFCmpOLT(r, zero), b.CreateFCmpOLT(y, zero));
+    Value* adjusted = b.CreateSelect(fix, exact(b.CreateFAdd(r, y)), r);
+    return b.CreateSelect(b.CreateFCmpOEQ(r, zero), signedZero, adjusted);
+  }
+  if (fn == "eq") return b.CreateFCmpOEQ(x, y);
+  if (fn == "ne") return b.CreateFCmpUNE(x, y);
+  if (fn == "lt") return b.CreateFCmpOLT(x, y);
+  if (fn == "le") return b.CreateFCmpOLE(x, y);
+  if (fn == "gt") return b.CreateFCmpOGT(x, y);
+  if (fn == "ge") return b.CreateFCmpOGE(x, y);
+  if (fn == "clamp") return intrinsic(b, I::minimum, {intrinsic(b, I::maximum, {x, y}), a[2]});
+  return error(op.loc(), "compute: the CPU backend has no float form of '" + fn + "'");
+}
+
+Result<Value*> intCompute(IRBuilder<>& b, llvm::Module& m, const Op& op, const std::string& fn,
+                          ElemType e, const std::vector<Value*>& a) {
+  namespace I = llvm::Intrinsic;
+  bool u = isUnsignedLike(e);
+  Value* x = a[0];
+  Value* y = a.size() > 1 ? a[1] : nullptr;
+  llvm::Type* t = x->getType();
+  auto c = [&](int64_t v) { return llvm::ConstantInt::get(t, static_cast<uint64_t>(v), true); };
+  if (fn == "neg") return b.CreateSub(c(0), x);
+  if (fn == "abs") return u ? x : b.CreateSelect(b.CreateICmpSLT(x, c(0)), b.CreateSub(c(0), x), x);
+  if (fn == "relu") return u ? x : b.CreateSelect(b.CreateICmpSLT(x, c(0)), c(0), x);
+  if (fn == "sign") {
+    if (u) return b.CreateZExt(b.CreateICmpNE(x, c(0)), t);
+    Value* pos = b.CreateZExt(b.CreateICmpSGT(x, c(0)), t);
+    Value* neg = b.CreateZExt(b.CreateICmpSLT(x, c(0)), t);
+    return b.CreateSub(pos, neg);
+  }
+  if (fn == "not") return b.CreateXor(x, c(1));
+  if (fn == "and") return b.CreateAnd(x, y);
+  if (fn == "or") return b.CreateOr(x, y);
+  if (fn == "xor") return b.CreateXor(x, y);
+  if (fn == "add") return b.CreateAdd(x, y);
+  if (fn == "sub") return b.CreateSub(x, y);
+  if (fn == "mul") return b.CreateMul(x, y);
+  if (fn == "div") {
+    Value* zero = b.CreateICmpEQ(y, c(0));
+    if (u) return b.CreateSelect(zero, c(0), b.CreateUDiv(x, b.CreateSelect(zero, c(1), y)));
+    Value* m1 = b.CreateICmpEQ(y, c(-1));
+    Value* safe = b.CreateSelect(b.CreateOr(zero, m1), c(1), y);
+    Value* q = b.CreateSDiv(x, safe);
+    return b.CreateSelect(zero, c(0), b.CreateSelect(m1, b.CreateSub(c(0), x), q));
+  }
+  if (fn == "mod") {
+    Value* zero = b.CreateICmpEQ(y, c(0));
+    if (u) return b.CreateSelect(zero, c(0), b.CreateURem(x, b.CreateSelect(zero, c(1), y)));
+    Value* m1 = b.CreateICmpEQ(y, c(-1));
+    Value* none = b.CreateOr(zero, m1);
+    Value* r = b.CreateSelect(none, c(0), b.CreateSRem(x, b.CreateSelect(none, c(1), y)));
+    if (op.attrs().getInt("fmod", 0)) return r;
+    Value* fix = b.CreateAnd(b.CreateICmpNE(r, c(0)),
+                             b.CreateXor(b.CreateICmpSLT(r, c(0)), b.CreateICmpSLT(y, c(0))));
+    return b.CreateSelect(fix, b.CreateAdd(r, y), r);
+  }
+  if (fn == "pow") {
+    Value* r = b.CreateCall(ipowFunction(m), {toI64(b, e, x), toI64(b, e, y)});
+    return b.CreateTrunc(r, t);
+  }
+  if (fn == "max") return intrinsic(b, u ? I::umax : I::smax, {x, y});
+  if (fn == "min") return intrinsic(b, u ? I::umin : I::smin, {x, y});
+  if (fn == "clamp") {
+    Value* lo = intrinsic(b, u ? I::umax : I::smax, {x, y});
+    return intrinsic(b, u ? I::umin : I::smin, {lo, a[2]});
+  }
+  using P = llvm::CmpInst::Predicate;
+  static const std::map<std::string, std::pair<P, P>> kCmp = {
+      {"eq", {P::ICMP_EQ, P::ICMP_EQ}},   {"ne", {P::ICMP_NE, P::ICMP_NE}},
+      {"lt", {P::ICMP_SLT, P::ICMP_ULT}}, {"le", {P::ICMP_SLE, P::ICMP_ULE}},
+      {"gt", {P::ICMP_SGT, P::ICMP_UGT}}, {"ge", {P::ICMP_SGE, P::ICMP_UGE}}};
+  if (auto it = kCmp.find(fn); it != kCmp.end())
+    return b.CreateICmp(u ? it->second.second : it->second.first, x, y);
+  return error(op.loc(), "compute: the CPU backend has no integer form of '" + fn + "'");
+}
+
+} // namespace
+
+llvm::Type* scalarType(llvm::LLVMContext& c, ElemType e) {
+  switch (e) {
+  case ElemType::F64: return llvm::Type::getDoubleTy(c);
+  case ElemType::F32:
+  case ElemType::F16:
+  case ElemType::BF16: return llvm::Type::getFloatTy(c);
+  case ElemType::I1: return llvm::Type::getInt1Ty(c);
+  case ElemType::I8:
+  case ElemType::U8: return llvm::Type::getInt8Ty(c);
+  case ElemType::I16: return llvm::Type::getInt16Ty(c);
+  case ElemType::I32: return llvm::Type::getInt32Ty(c);
+  case ElemType::I64: return llvm::Type::getInt64Ty(c);
+  }
+  return llvm::Type::getInt64Ty(c);
+}
+
+llvm::Type* storageType(llvm::LLVMContext& c, ElemType e) {
+  switch (e) {
+  case ElemType::F16: return llvm::Type::getHalfTy(c);
+  case ElemType::BF16: return llvm::Type::getInt16Ty(c);
+  case ElemType::I1: return llvm::Type::getInt8Ty(c);
+  default: return scalarType(c, e);
+  }
+}
+
+Value* fromStorage(IRBuilder<>& b, ElemType e, Value* v) {
+  switch (e) {
+  case ElemType::F16: return b.CreateFPExt(v, f32(b));
+  case ElemType::BF16: return bf16BitsToFloat(b, b.CreateZExt(v, b.getInt32Ty()));
+  case ElemType::I1: return b.CreateICmpNE(v, b.getInt8(0));
+  default: return v;
+  }
+}
+
+Value* toStorage(IRBuilder<>& b, ElemType e, Value* v) {
+  switch (e) {
+  case ElemType::F16: return b.CreateFPTrunc(v, b.getHalfTy());
+  case ElemType::BF16: return b.CreateTrunc(roundBf16Bits(b, v), b.getInt16Ty());
+  case ElemType::I1: return b.CreateZExt(v, b.getInt8Ty());
+  default: return v;
+  }
+}
+
+Value* scalarConstant(IRBuilder<>& b, ElemType e, double v) {
+  HostTensor t(e, {});
+  t.setF(0, v);
+  llvm::Type* ty = scalarType(b.getContext(), e);
+  if (isFloat(e)) return llvm::ConstantFP::get(ty, t.getF(0));
+  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(t.getI(0)), !isUnsignedLike(e));
+}
+
+Value* convert(IRBuilder<>& b, ElemType from, ElemType to, Value* v) {
+  llvm::Type* dt = scalarType(b.getContext(), to);
+  if (isBool(to))
+    return isFloat(from) ? b.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+                         : b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  if (isFloat(to)) {
+    if (isFloat(from)) {
+      if (to == ElemType::F64) return toDouble(b, v);
+      if (v->getType()->isDoubleTy()) return fromDouble(b, to, v);
+      return roundFloat(b, to, v); // float -> f32/f16/bf16
+    }
+    Value* i = toI64(b, from, v);
+    if (to == ElemType::F32) return b.CreateSIToFP(i, f32(b)); // rounds once, like the interpreter
+    return fromDouble(b, to, b.CreateSIToFP(i, f64(b)));
+  }
+  if (isFloat(from)) {
+    // NaN -> 0, out of range saturates to int64, then wraps to the width.
+    Value* s = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b.getInt64Ty(), v->getType()}, {v});
+    return b.CreateTrunc(s, dt);
+  }
+  return b.CreateTrunc(toI64(b, from, v), dt);
+}
+
+Result<Value*> emitCompute(IRBuilder<>& b, llvm::Module& m, const Op& op,
+                           const std::vector<Value*>& args) {
+  std::string fn = op.attrs().getStr("fn");
+  ElemType re = op.result(0)->type().elem();
+  if (args.empty()) return error(op.loc(), "compute needs operands");
+  if (fn == "cast") return convert(b, op.operand(0)->type().elem(), re, args[0]);
+  if (fn == "select") {
+    if (args.size() != 3) return error(op.loc(), "compute select needs 3 operands");
+    return b.CreateSelect(args[0], args[1], args[2]);
+  }
+  ElemType e = op.operand(0)->type().elem();
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i]->getType() != args[0]->getType())
+      return error(op.loc(), "compute '" + fn + "' has operands of different types");
+  if (isFloat(e)) return floatCompute(b, m, op, fn, e, args);
+  return intCompute(b, m, op, fn, e, args);
+}
+
+} // namespace kiln::llvmgen

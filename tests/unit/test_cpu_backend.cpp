@@ -1,0 +1,212 @@
+// Unit tests for the CPU backend: kernel IR -> LLVM -> shared object, run directly through
+// the entry-point ABI (runtime/cpu/abi.h) and compared with the simulator and the reference
+// interpreter; target resolution and the features a level needs.
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/target.h"
+#include "ir/interp.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass_manager.h"
+#include "runtime/cpu/abi.h"
+#include "runtime/sim/sim.h"
+
+using namespace kiln;
+
+namespace {
+
+std::unique_ptr<Module> parse(const std::string& text) {
+  auto m = parseModule(text, "test.kir");
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.diags().str()));
+  return m.take();
+}
+
+struct Loaded {
+  void* handle = nullptr;
+  ~Loaded() {
+    if (handle) dlclose(handle);
+  }
+};
+
+// The module's kernels compiled for `target` and loaded; runs @main with lowered dispatches
+// on the CPU code and the rest on the interpreter.
+struct CpuRun {
+  std::unique_ptr<Module> m;
+  std::vector<const Func*> kernels;
+  cpu::CpuPayload payload;
+  Loaded so;
+
+  explicit CpuRun(const std::string& text, const std::string& target = "cpu") {
+    m = parse(text);
+    CodegenContext saved = codegenContext();
+    codegenContext().target = *lookupTarget("cpu");
+    PassManager pm;
+    REQUIRE(pm.addPipeline("shape-infer,fuse,collapse-dims,tile,pad,lower").ok());
+    std::ostringstream sink;
+    Status s = pm.run(*m, sink);
+    codegenContext() = saved;
+    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
+    for (const auto& f : m->funcs())
+      if (f->name() != "main") kernels.push_back(f.get());
+    auto c = cpu::compileCpuKernels(*m, kernels, "", target);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
+    payload = c->payload;
+    if (payload.sharedObject.empty()) return;
+    int fd = memfd_create("kiln-test", 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, payload.sharedObject.data(), payload.sharedObject.size()) ==
+            static_cast<ssize_t>(payload.sharedObject.size()));
+    so.handle = dlopen(("/proc/self/fd/" + std::to_string(fd)).c_str(), RTLD_NOW | RTLD_LOCAL);
+    close(fd);
+    REQUIRE_MESSAGE(so.handle, dlerror());
+  }
+
+  Status runKernel(size_t index, std::vector<HostTensor*> bufs, const SymbolBinding& dims) {
+    const cpu::CpuKernelInfo& info = payload.kernels[index];
+    auto fn = reinterpret_cast<KilnCpuKernelFn>(dlsym(so.handle, info.symbol.c_str()));
+    if (!fn) return error(Loc{}, "missing symbol " + info.symbol);
+    std::vector<void*> ptrs;
+    std::vector<int64_t> extents, syms;
+    for (HostTensor* t : bufs) {
+      ptrs.push_back(t->mutableData());
+      for (int64_t d : t->shape()) extents.push_back(d);
+    }
+    for (const std::string& s : info.symbols) syms.push_back(dims.at(s));
+    KILN_TRY(sim::Grid g, sim::kernelGrid(*kernels[index], dims));
+    KilnCpuArgs args{ptrs.data(), extents.data(), syms.data(), {g.x, g.y, g.z}};
+    int32_t st = fn(&args, 0, g.x * g.y * g.z);
+    if (st != 0) return error(Loc{}, "kernel failed with status " + std::to_string(st));
+    return ok();
+  }
+
+  Result<std::vector<HostTensor>> run(const std::vector<HostTensor>& inputs,
+                                      const SymbolBinding& dims) {
+    const Func& f = *m->lookupFunc("main");
+    WeightStore w(*m);
+    std::unordered_map<const Value*, HostTensor> env;
+    for (size_t i = 0; i < inputs.size(); ++i) env.emplace(f.arg(i), inputs[i]);
+    for (const auto& op : f.ops()) {
+      std::vector<HostTensor> in;
+      for (const Value* v : op->operands()) in.push_back(env.at(v));
+      if (op->kind() == OpKind::Return) return in;
+      size_t k = kernels.size();
+      if (op->kind() == OpKind::Dispatch)
+        for (size_t i = 0; i < kernels.size(); ++i)
+          if (kernels[i]->name() == op->attrs().getStr("kernel")) k = i;
+      if (k < kernels.size() && payload.kernels[k].lowered) {
+        std::vector<HostTensor*> bufs;
+        for (HostTensor& t : in) bufs.push_back(&t);
+        std::vector<HostTensor> outs;
+        outs.reserve(op->numResults());
+        for (size_t r = 0; r < op->numResults(); ++r) {
+          std::vector<int64_t> shape;
+          for (const Dim& d : op->result(r)->type().shape())
+            shape.push_back(*d.expr().evaluate(dims));
+          outs.emplace_back(op->result(r)->type().elem(), shape);
+        }
+        for (HostTensor& t : outs) bufs.push_back(&t);
+        KILN_CHECK(runKernel(k, bufs, dims));
+        for (size_t r = 0; r < outs.size(); ++r) env.insert_or_assign(op->result(r), outs[r]);
+        continue;
+      }
+      KILN_TRY(std::vector<HostTensor> outs, evalOp(*op, in, dims, &w));
+      for (size_t r = 0; r < outs.size(); ++r) env.insert_or_assign(op->result(r), outs[r]);
+    }
+    return error(f.loc(), "no return");
+  }
+};
+
+HostTensor ramp(ElemType e, std::vector<int64_t> shape, double scale) {
+  HostTensor t(e, std::move(shape));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.setF(i, std::sin(static_cast<double>(i) * 0.7) * scale);
+  return t;
+}
+
+void expectMatchesRef(const std::string& text, const std::vector<HostTensor>& in,
+                      const SymbolBinding& dims = {}, double tol = 1e-5) {
+  CpuRun cpu(text);
+  auto ref = parse(text);
+  WeightStore rw(*ref);
+  auto want = interpret(*ref->lookupFunc("main"), in, rw);
+  REQUIRE_MESSAGE(want.ok(), (want.ok() ? "" : want.diags().str()));
+  auto got = cpu.run(in, dims);
+  REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+  REQUIRE(got->size() == want->size());
+  for (size_t o = 0; o < got->size(); ++o) {
+    REQUIRE((*got)[o].shape() == (*want)[o].shape());
+    for (int64_t i = 0; i < (*want)[o].numElements(); ++i) {
+      double a = (*got)[o].getF(i), b = (*want)[o].getF(i);
+      if (std::isnan(b)) {
+        CHECK(std::isnan(a));
+        continue;
+      }
+      INFO("output " << o << " element " << i);
+      CHECK(std::fabs(a - b) <= tol * (1 + std::fabs(b)));
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("cpu: elementwise chain with broadcasting") {
+  expectMatchesRef(R"(func @main(%x: tensor<37x19xf32>, %b: tensor<19xf32>) -> (tensor<37x19xf32>) {
+  %0 = add %x, %b : tensor<37x19xf32>
+  %1 = silu %0 : tensor<37x19xf32>
+  %2 = mul %1, %x : tensor<37x19xf32>
+  %3 = exp %2 : tensor<37x19xf32>
+  return %3
+})",
+                   {ramp(ElemType::F32, {37, 19}, 2.0), ramp(ElemType::F32, {19}, 1.0)});
+}
+
+TEST_CASE("cpu: matmul with a dynamic M and an f16 weight") {
+  const char* text = R"(symbol m in [1, 512]
+func @main(%x: tensor<{m}x40xf32>, %w: tensor<40x72xf16>) -> (tensor<{m}x72xf32>) {
+  %0 = cast %w {to = f32} : tensor<40x72xf32>
+  %1 = matmul %x, %0 : tensor<{m}x72xf32>
+  %2 = relu %1 : tensor<{m}x72xf32>
+  return %2
+})";
+  for (int64_t m : {1, 7, 33, 130})
+    expectMatchesRef(text, {ramp(ElemType::F32, {m, 40}, 1.0), ramp(ElemType::F16, {40, 72}, 0.5)},
+                     {{"m", m}}, 1e-4);
+}
+
+TEST_CASE("cpu: softmax, reductions and integer arithmetic") {
+  expectMatchesRef(
+      R"(func @main(%x: tensor<5x33xf32>, %i: tensor<5x33xi32>) -> (tensor<5x33xf32>, tensor<5xf32>, tensor<5x33xi32>) {
+  %0 = softmax %x {axis = 1} : tensor<5x33xf32>
+  %1 = reduce_max %x {axes = [1], keepdims = 0} : tensor<5xf32>
+  %2 = mul %i, %i : tensor<5x33xi32>
+  %3 = mod %2, %i : tensor<5x33xi32>
+  %4 = div %2, %i : tensor<5x33xi32>
+  %5 = sub %4, %3 : tensor<5x33xi32>
+  return %0, %1, %5
+})",
+      {ramp(ElemType::F32, {5, 33}, 3.0), ramp(ElemType::I32, {5, 33}, 1000.0)});
+}
+
+TEST_CASE("cpu targets: named levels need their features; unknown names are errors") {
+  auto v4 = cpu::resolveCpuTarget("cpu:x86-64-v4");
+  REQUIRE(v4.ok());
+  auto has = [](const std::vector<std::string>& v, const char* f) {
+    return std::find(v.begin(), v.end(), f) != v.end();
+  };
+  CHECK(has(v4->required, "avx512f"));
+  auto v2 = cpu::resolveCpuTarget("cpu:x86-64-v2");
+  REQUIRE(v2.ok());
+  CHECK(!has(v2->required, "avx2"));
+  CHECK(has(v2->required, "sse4.2"));
+  auto bad = cpu::resolveCpuTarget("cpu:pentium9");
+  REQUIRE(!bad.ok());
+  CHECK(bad.diags().str().find("unknown CPU target") != std::string::npos);
+}
