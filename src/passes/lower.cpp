@@ -891,6 +891,18 @@ private:
     return mk(*body_, OpKind::Load, ops, Type::scalar(buf->type().elem()));
   }
 
+  // True when B reaches the matmul through a transpose of its last two dims (through
+  // one-operand elementwise ops such as a cast): B[k, n] is then contiguous along k.
+  static bool transposedB(const Value* b) {
+    while (b->def() && b->def()->has(kElementwise) && b->def()->numOperands() == 1)
+      b = b->def()->operand(0);
+    if (!b->def() || b->def()->kind() != OpKind::Transpose) return false;
+    std::vector<int64_t> perm = b->def()->attrs().getInts("perm");
+    size_t r = perm.size();
+    return r >= 2 && perm[r - 1] == static_cast<int64_t>(r - 2) &&
+           perm[r - 2] == static_cast<int64_t>(r - 1);
+  }
+
   // cpu matmul: one thread per workgroup computes an MC x NC block of C into a private
   // block accumulator `cb`, K in steps of KC. Inside a K step, NR-column strips of the block
   // (the KC x NR slice of B stays in L1) and MR-row micro-tiles: the micro-kernel keeps
@@ -932,8 +944,10 @@ private:
     Value* cb = priv({Dim(MC), Dim(NC)});
     Value* reg = priv({Dim(MR), Dim(NR)});
     Value* bv = priv({Dim(NR)});
+    // A transposed B (a [N, K] weight) is strided along N: its panel is packed per K step.
     const Value* A = mm.operand(0);
     const Value* B = mm.operand(1);
+    Value* pack = transposedB(B) ? priv({Dim(KC), Dim(NC)}) : nullptr;
 
     // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block.
     auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0,
@@ -945,13 +959,19 @@ private:
       endFor();
       Value* k = beginFor(k0, kEnd, cst(1));
       b = beginFor(cst(0), cst(NR), cst(1));
-      Value* col = idx(OpKind::IAdd, n0, idx(OpKind::IAdd, cb0, b));
-      if (edge) col = idx(OpKind::IMin, col, lastCol);
-      std::vector<Value*> oix = batch;
-      oix.push_back(m0);
-      oix.push_back(col);
-      KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
-      st(castTo(bval, ae), bv, {b});
+      std::vector<Value*> oix;
+      if (pack) {
+        // Columns past the block's valid ones were never packed: they read zeros.
+        st(ld(pack, {idx(OpKind::ISub, k, k0), idx(OpKind::IAdd, cb0, b)}), bv, {b});
+      } else {
+        Value* col = idx(OpKind::IAdd, n0, idx(OpKind::IAdd, cb0, b));
+        if (edge) col = idx(OpKind::IMin, col, lastCol);
+        oix = batch;
+        oix.push_back(m0);
+        oix.push_back(col);
+        KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
+        st(castTo(bval, ae), bv, {b});
+      }
       endFor();
       a = beginFor(cst(0), cst(mr), cst(1));
       oix = batch;
@@ -975,6 +995,19 @@ private:
 
     Value* k0 = beginFor(cst(0), K, cst(KC));
     Value* kEnd = idx(OpKind::IMin, idx(OpKind::IAdd, k0, cst(KC)), K);
+    if (pack) {
+      // Pack the block's KC x NC panel of a transposed B: read along k (contiguous in the
+      // weight), write k-major so the micro-kernel reads NR contiguous columns.
+      Value* n = beginFor(cst(0), colsV, cst(1));
+      Value* k = beginFor(k0, kEnd, cst(1));
+      std::vector<Value*> oix = batch;
+      oix.push_back(m0);
+      oix.push_back(idx(OpKind::IAdd, n0, n));
+      KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
+      st(castTo(bval, ae), pack, {idx(OpKind::ISub, k, k0), n});
+      endFor();
+      endFor();
+    }
     for (bool edge : {false, true}) {
       Value* j0 = edge ? beginFor(colsFull, colsV, cst(NR)) : beginFor(cst(0), colsFull, cst(NR));
       Value* i0 = beginFor(cst(0), rowsFull, cst(MR));
