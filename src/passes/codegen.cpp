@@ -102,9 +102,32 @@ KernelShape analyzeKernel(const Func& k) {
   for (const Value* v : ret->operands())
     if (v->type().shape() != s.outShape || v->type().hasUnknownDims()) return s;
   s.strategy = Strategy::Pointwise;
-  for (const auto& op : k.ops())
-    s.reduces |= op->has(kReduction) || op->kind() == OpKind::Softmax ||
-                 op->kind() == OpKind::LogSoftmax || op->kind() == OpKind::Cumsum;
+  for (const auto& op : k.ops()) {
+    bool red = op->has(kReduction) || op->kind() == OpKind::Softmax ||
+               op->kind() == OpKind::LogSoftmax || op->kind() == OpKind::Cumsum;
+    if (!red || op->numOperands() == 0) continue;
+    s.reduces = true;
+    // The reduced extent: the input's elements per output element.
+    auto count = [](const Type& t) {
+      int64_t n = 1;
+      for (const Dim& d : t.shape())
+        n = std::min<int64_t>(n * (d.isStatic() ? d.value() : 1024), 1 << 30);
+      return n;
+    };
+    const Type& in = op->operand(0)->type();
+    const Type& out = op->result(0)->type();
+    int64_t ext = in.shape() == out.shape() ? 1 : count(in) / std::max<int64_t>(1, count(out));
+    if (op->kind() == OpKind::Softmax || op->kind() == OpKind::LogSoftmax ||
+        op->kind() == OpKind::Cumsum) {
+      int64_t axis = op->attrs().getInt("axis");
+      axis = axis < 0 ? axis + in.rank() : axis;
+      if (axis >= 0 && axis < in.rank()) {
+        const Dim& d = in.dim(axis);
+        ext = d.isStatic() ? d.value() : 1024;
+      }
+    }
+    s.reduceExtent = std::max(s.reduceExtent, ext);
+  }
   for (const auto& op : k.ops()) {
     if (op->kind() != OpKind::Matmul) continue;
     const Type& a = op->operand(0)->type();

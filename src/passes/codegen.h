@@ -37,7 +37,8 @@ struct KernelShape {
   const Op* anchor = nullptr;
   Shape outShape; // iteration space of the outputs
   ElemType aElem = ElemType::F32, bElem = ElemType::F32;
-  bool reduces = false; // some op reduces (reductions, softmax, cumsum, argmax, windows)
+  bool reduces = false;     // some op reduces (reductions, softmax, cumsum)
+  int64_t reduceExtent = 1; // the longest reduced extent (static dims; 1024 for a symbol)
 };
 KernelShape analyzeKernel(const Func& k);
 

@@ -70,8 +70,11 @@ TilePlan cpuPlan(const KernelShape& s, const TargetDesc& t, const SymbolTable& s
   int64_t cols = r ? ub(s.outShape[r - 1]) : 1;
   // A kernel with reductions or softmax takes whole rows, so a row's reduction along the
   // innermost dim is computed once per row (lower hoists it out of the column loop).
-  int64_t c = s.reduces ? cols : std::min<int64_t>(cols, 4096);
-  p.tile = {std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), std::max<int64_t>(c, 1)};
+  // About 4096 elements of work per workgroup: a row costs its columns plus the reduced
+  // extent (row reductions are computed once per row).
+  int64_t c = std::max<int64_t>(1, s.reduces ? cols : std::min<int64_t>(cols, 4096));
+  int64_t rowWork = c + (s.reduces ? s.reduceExtent : 0);
+  p.tile = {std::max<int64_t>(1, 4096 / rowWork), c};
   return p;
 }
 
