@@ -20,7 +20,10 @@
 // become `compute`, reductions, softmax and naive matmuls become loops with a private f64 /
 // i64 accumulator, exactly like the reference interpreter's wide accumulation. A matmul
 // anchor with a pointwise epilogue uses workgroup tiles with its operand tiles staged in
-// shared memory (barriers between the load and compute phases).
+// shared memory (barriers between the load and compute phases). CPU plans (tile.cpp, one
+// thread per workgroup) get CPU-shaped code instead: a register-blocked matmul micro-kernel
+// with f32 accumulation (TargetDesc::wideAccumulation) and contiguous row loops with row
+// reductions hoisted before the column loop; both use exact loop bounds, never masks.
 #include <algorithm>
 #include <functional>
 #include <limits>

@@ -7,6 +7,9 @@
 //              kernel fits, so no kernel over a limit is ever emitted. A manual config
 //              (--tile-config) is used as given, or refused with the reason it cannot be
 //              compiled (an error, never a crash).
+//              On cpu targets (TargetDesc::cpu) every plan has workgroup [1, 1, 1]:
+//              matmuls tile [MC, NC, KC, MR, NR] from the caches and vector registers,
+//              pointwise kernels tile [rows, columns] of about 4096 elements.
 // Invalidates: nothing.
 //
 //   %0 = dispatch %a, %b {kernel = "k"}    =>    %0 = dispatch %a, %b {kernel = "k",
