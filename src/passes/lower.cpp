@@ -947,25 +947,30 @@ private:
     Value* cb = priv({Dim(MC), Dim(NC)});
     Value* reg = priv({Dim(MR), Dim(NR)});
     Value* bv = priv({Dim(NR)});
-    // A transposed B (a [N, K] weight) is strided along N: its panel is packed per K step.
     const Value* A = mm.operand(0);
     const Value* B = mm.operand(1);
-    Value* pack = transposedB(B) ? priv({Dim(KC), Dim(NC)}) : nullptr;
+    // B's KC x NC panel packed per K step as NC/NR micro-panels of KC x NR contiguous
+    // elements (k-major), cast to the accumulator type once: the micro-kernel streams one
+    // contiguous micro-panel (no cache-set aliasing from B's row stride, no gathers for a
+    // transposed B). Columns past the block's valid ones are never written: they read 0.
+    Value* pack = priv({Dim(NC / NR), Dim(KC), Dim(NR)});
+    bool transposed = transposedB(B);
 
-    // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block.
-    auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0,
+    // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
+    // reading B from the packed panel or in place.
+    auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, bool packed, Value* k0,
                      Value* kEnd) -> Status {
       Value* a = beginFor(cst(0), cst(mr), cst(1));
       Value* b = beginFor(cst(0), cst(NR), cst(1));
       st(ld(cb, {idx(OpKind::IAdd, rb, a), idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
       endFor();
       endFor();
+      Value* strip = packed ? idx(OpKind::IFloorDiv, cb0, cst(NR)) : nullptr;
       Value* k = beginFor(k0, kEnd, cst(1));
       b = beginFor(cst(0), cst(NR), cst(1));
       std::vector<Value*> oix;
-      if (pack) {
-        // Columns past the block's valid ones were never packed: they read zeros.
-        st(ld(pack, {idx(OpKind::ISub, k, k0), idx(OpKind::IAdd, cb0, b)}), bv, {b});
+      if (packed) {
+        st(ld(pack, {strip, idx(OpKind::ISub, k, k0), b}), bv, {b});
       } else {
         Value* col = idx(OpKind::IAdd, n0, idx(OpKind::IAdd, cb0, b));
         if (edge) col = idx(OpKind::IMin, col, lastCol);
@@ -976,17 +981,20 @@ private:
         st(castTo(bval, ae), bv, {b});
       }
       endFor();
-      a = beginFor(cst(0), cst(mr), cst(1));
-      oix = batch;
-      oix.push_back(idx(OpKind::IAdd, m0, idx(OpKind::IAdd, rb, a)));
-      oix.push_back(n0);
-      KILN_TRY(Value * aval, emitAt(A, matmulIndices(mm, oix, k).first));
-      Value* av = castTo(aval, ae);
-      b = beginFor(cst(0), cst(NR), cst(1));
-      Value* p = compute("mul", {av, ld(bv, {b})}, ae);
-      st(compute("add", {ld(reg, {a, b}), p}, ae), reg, {a, b});
-      endFor();
-      endFor();
+      // The rows are unrolled here (MR copies): the innermost loop is the NR columns, so
+      // no vectorizer runs across rows (gathers of A and scatters of the accumulators).
+      for (int64_t r = 0; r < mr; ++r) {
+        a = cst(r);
+        oix = batch;
+        oix.push_back(idx(OpKind::IAdd, m0, idx(OpKind::IAdd, rb, a)));
+        oix.push_back(n0);
+        KILN_TRY(Value * aval, emitAt(A, matmulIndices(mm, oix, k).first));
+        Value* av = castTo(aval, ae);
+        b = beginFor(cst(0), cst(NR), cst(1));
+        Value* p = compute("mul", {av, ld(bv, {b})}, ae);
+        st(compute("add", {ld(reg, {a, b}), p}, ae), reg, {a, b});
+        endFor();
+      }
       endFor();
       a = beginFor(cst(0), cst(mr), cst(1));
       b = beginFor(cst(0), cst(NR), cst(1));
@@ -995,32 +1003,53 @@ private:
       endFor();
       return ok();
     };
+    // The NR-column strips of the block: full ones, then the partial last one.
+    auto strips = [&](bool packed, Value* k0, Value* kEnd) -> Status {
+      for (bool edge : {false, true}) {
+        Value* j0 = edge ? beginFor(colsFull, colsV, cst(NR)) : beginFor(cst(0), colsFull, cst(NR));
+        Value* i0 = beginFor(cst(0), rowsFull, cst(MR));
+        KILN_CHECK(micro(i0, j0, MR, edge, packed, k0, kEnd));
+        endFor();
+        if (MR > 1) {
+          Value* i = beginFor(rowsFull, rowsV, cst(1));
+          KILN_CHECK(micro(i, j0, 1, edge, packed, k0, kEnd));
+          endFor();
+        }
+        endFor();
+      }
+      return ok();
+    };
 
+    // Packing pays when the panel is reused by several micro-tile rows, or when B is
+    // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not).
+    Value* packs = cst(1);
+    if (!transposed)
+      packs =
+          mk(*body_, OpKind::SSelect, {cmp("gt", rowsV, cst(MR)), cst(1), cst(0)}, Type::index());
     Value* k0 = beginFor(cst(0), K, cst(KC));
     Value* kEnd = idx(OpKind::IMin, idx(OpKind::IAdd, k0, cst(KC)), K);
-    if (pack) {
-      // Pack the block's KC x NC panel of a transposed B: read along k (contiguous in the
-      // weight), write k-major so the micro-kernel reads NR contiguous columns.
-      Value* n = beginFor(cst(0), colsV, cst(1));
-      Value* k = beginFor(k0, kEnd, cst(1));
+    beginFor(cst(0), packs, cst(1));
+    {
+      // Read along k for a transposed B (contiguous in the [N, K] weight), along n otherwise.
+      Value* outer = transposed ? beginFor(cst(0), colsV, cst(1)) : beginFor(k0, kEnd, cst(1));
+      Value* inner = transposed ? beginFor(k0, kEnd, cst(1)) : beginFor(cst(0), colsV, cst(1));
+      Value* n = transposed ? outer : inner;
+      Value* k = transposed ? inner : outer;
       std::vector<Value*> oix = batch;
       oix.push_back(m0);
       oix.push_back(idx(OpKind::IAdd, n0, n));
       KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
-      st(castTo(bval, ae), pack, {idx(OpKind::ISub, k, k0), n});
+      st(castTo(bval, ae), pack,
+         {idx(OpKind::IFloorDiv, n, cst(NR)), idx(OpKind::ISub, k, k0),
+          idx(OpKind::IMod, n, cst(NR))});
       endFor();
       endFor();
     }
-    for (bool edge : {false, true}) {
-      Value* j0 = edge ? beginFor(colsFull, colsV, cst(NR)) : beginFor(cst(0), colsFull, cst(NR));
-      Value* i0 = beginFor(cst(0), rowsFull, cst(MR));
-      KILN_CHECK(micro(i0, j0, MR, edge, k0, kEnd));
-      endFor();
-      if (MR > 1) {
-        Value* i = beginFor(rowsFull, rowsV, cst(1));
-        KILN_CHECK(micro(i, j0, 1, edge, k0, kEnd));
-        endFor();
-      }
+    KILN_CHECK(strips(true, k0, kEnd));
+    endFor();
+    if (!transposed) {
+      beginFor(packs, cst(1), cst(1)); // B in place: a block of at most MR rows
+      KILN_CHECK(strips(false, k0, kEnd));
       endFor();
     }
     endFor();
