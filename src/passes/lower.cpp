@@ -1030,26 +1030,65 @@ private:
     Value* kEnd = idx(OpKind::IMin, idx(OpKind::IAdd, k0, cst(KC)), K);
     beginFor(cst(0), packs, cst(1));
     {
-      // Read along k for a transposed B (contiguous in the [N, K] weight), along n otherwise.
-      Value* outer = transposed ? beginFor(cst(0), colsV, cst(1)) : beginFor(k0, kEnd, cst(1));
-      Value* inner = transposed ? beginFor(k0, kEnd, cst(1)) : beginFor(cst(0), colsV, cst(1));
-      Value* n = transposed ? outer : inner;
-      Value* k = transposed ? inner : outer;
-      std::vector<Value*> oix = batch;
-      oix.push_back(m0);
-      oix.push_back(idx(OpKind::IAdd, n0, n));
-      KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
-      st(castTo(bval, ae), pack,
-         {idx(OpKind::IFloorDiv, n, cst(NR)), idx(OpKind::ISub, k, k0),
-          idx(OpKind::IMod, n, cst(NR))});
-      endFor();
-      endFor();
+      auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
+        std::vector<Value*> oix = batch;
+        oix.push_back(m0);
+        oix.push_back(idx(OpKind::IAdd, n0, n));
+        KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
+        st(castTo(bval, ae), pack, {s, idx(OpKind::ISub, k, k0), b});
+        return ok();
+      };
+      if (transposed) {
+        // Read along k (contiguous in the [N, K] weight).
+        Value* n = beginFor(cst(0), colsV, cst(1));
+        Value* k = beginFor(k0, kEnd, cst(1));
+        KILN_CHECK(
+            packOne(n, k, idx(OpKind::IFloorDiv, n, cst(NR)), idx(OpKind::IMod, n, cst(NR))));
+        endFor();
+        endFor();
+      } else {
+        // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
+        // bounds); the partial last strip clamps its columns to the last valid one.
+        for (bool edge : {false, true}) {
+          Value* sEnd =
+              edge ? idx(OpKind::ICeilDiv, colsV, cst(NR)) : idx(OpKind::IFloorDiv, colsV, cst(NR));
+          Value* s0 = edge ? idx(OpKind::IFloorDiv, colsV, cst(NR)) : cst(0);
+          Value* sv = beginFor(s0, sEnd, cst(1));
+          Value* k = beginFor(k0, kEnd, cst(1));
+          Value* b = beginFor(cst(0), cst(NR), cst(1));
+          Value* n = idx(OpKind::IAdd, idx(OpKind::IMul, sv, cst(NR)), b);
+          if (edge) n = idx(OpKind::IMin, n, idx(OpKind::ISub, colsV, cst(1)));
+          KILN_CHECK(packOne(n, k, sv, b));
+          endFor();
+          endFor();
+          endFor();
+        }
+      }
     }
     KILN_CHECK(strips(true, k0, kEnd));
     endFor();
     if (!transposed) {
-      beginFor(packs, cst(1), cst(1)); // B in place: a block of at most MR rows
-      KILN_CHECK(strips(false, k0, kEnd));
+      // A block of at most MR rows (a decode step): B's rows streamed in place, each k
+      // adding a[i, k] * B[k, n0 .. n0 + cols) to the block accumulator's row i (a
+      // contiguous, vectorizable column loop; every element of B is used once).
+      beginFor(packs, cst(1), cst(1));
+      Value* k = beginFor(k0, kEnd, cst(1));
+      Value* i = beginFor(cst(0), rowsV, cst(1));
+      std::vector<Value*> oix = batch;
+      oix.push_back(idx(OpKind::IAdd, m0, i));
+      oix.push_back(n0);
+      KILN_TRY(Value * aval, emitAt(A, matmulIndices(mm, oix, k).first));
+      Value* av = castTo(aval, ae);
+      Value* n = beginFor(cst(0), colsV, cst(1));
+      oix = batch;
+      oix.push_back(m0);
+      oix.push_back(idx(OpKind::IAdd, n0, n));
+      KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
+      Value* p = compute("mul", {av, castTo(bval, ae)}, ae);
+      st(compute("add", {ld(cb, {i, n}), p}, ae), cb, {i, n});
+      endFor();
+      endFor();
+      endFor();
       endFor();
     }
     endFor();
