@@ -36,8 +36,9 @@ Devices and placement (docs/devices.md):
   --emit=placement-dot  print a Graphviz graph coloured by device instead of the module
   Any of --place, --partition, --no-transfers, --report, --emit=placement-dot runs
   affinity after the --pass pipeline.
-  --target=NAME         codegen target: cpu, vulkan:lavapipe, vulkan:nvidia-sm90,
-                        vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942, amdgpu:gfx1100
+  --target=NAME         codegen target: cpu, cpu:x86-64-v2|v3|v4, vulkan:lavapipe,
+                        vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
+                        amdgpu:gfx1100
   --tile-config=FILE    manual tiles per kernel (JSON, see docs/codegen.md)
   --emit=kernels        print a report of the kernels (workgroup, shared memory and the
                         target's limit) instead of the module; runs --pass=codegen when

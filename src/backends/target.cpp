@@ -35,9 +35,25 @@ TargetDesc make(std::string name, uint64_t shared, int64_t inv, int64_t x, int64
 const std::vector<TargetDesc>& table() {
   static const std::vector<TargetDesc> t = [] {
     std::vector<TargetDesc> v;
-    TargetDesc cpu = make("cpu", 64 * 1024, 1024, 1024, 1024, 64, {8}, 256);
-    cpu.maxWorkgroupCount[0] = cpu.maxWorkgroupCount[1] = cpu.maxWorkgroupCount[2] = INT32_MAX;
-    v.push_back(cpu);
+    // cpu: the host (256-bit defaults until the runtime fills it from the host CPU);
+    // cpu:x86-64-vN: the x86-64 micro-architecture levels (v2 SSE4.2, v3 AVX2+FMA, v4
+    // AVX-512). One workgroup runs on one CPU thread, so only its shared memory (a stack
+    // array) and the grid limit matter; the strategy comes from the vector and cache sizes.
+    auto cpuTarget = [](std::string name, int64_t bits, int64_t regs, bool fma) {
+      TargetDesc c = make(std::move(name), 64 * 1024, 1024, 1024, 1024, 64, {8}, bits);
+      c.maxWorkgroupCount[0] = c.maxWorkgroupCount[1] = c.maxWorkgroupCount[2] = INT32_MAX;
+      c.cpu = true;
+      c.vectorRegisters = regs;
+      c.hasFma = fma;
+      c.l1Bytes = 32 * 1024;
+      c.l2Bytes = bits >= 512 ? 2 * 1024 * 1024 : 1024 * 1024;
+      c.wideAccumulation = false;
+      return c;
+    };
+    v.push_back(cpuTarget("cpu", 256, 16, true));
+    v.push_back(cpuTarget("cpu:x86-64-v2", 128, 16, false));
+    v.push_back(cpuTarget("cpu:x86-64-v3", 256, 16, true));
+    v.push_back(cpuTarget("cpu:x86-64-v4", 512, 32, true));
     v.push_back(make("vulkan:lavapipe", 32 * 1024, 1024, 1024, 1024, 1024, {8, 4}, 256));
     v.push_back(make("vulkan:nvidia-sm90", 48 * 1024, 1024, 1024, 1024, 64, {32}, 128));
     TargetDesc generic = make("vulkan:generic", 16 * 1024, 128, 128, 128, 64, {32}, 128);

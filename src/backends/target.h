@@ -34,6 +34,18 @@ struct TargetDesc {
   std::vector<ElemType> elemTypes; // element types kernels may use
   FusionRules fusion;              // which fusion rules `fuse` applies on this target
 
+  // CPU code generation (`tile` / `lower` strategy). A cpu target runs one workgroup per
+  // CPU thread: kernels get workgroups of one thread that loop over a block of the output
+  // (register-blocked matmuls, contiguous row loops) instead of GPU-style thread grids.
+  bool cpu = false;
+  int64_t vectorRegisters = 16; // architectural SIMD registers (ymm0-15; zmm0-31 on v4)
+  bool hasFma = false;
+  uint64_t l1Bytes = 32 * 1024; // data cache per core
+  uint64_t l2Bytes = 1024 * 1024;
+  // Matmul accumulators of f32/f16/bf16 operands are f64 (the reference interpreter's wide
+  // accumulation) when true, f32 when false (cpu targets); f64 and integers are unchanged.
+  bool wideAccumulation = true;
+
   bool supports(ElemType e) const;
 };
 

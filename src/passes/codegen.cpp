@@ -102,6 +102,9 @@ KernelShape analyzeKernel(const Func& k) {
   for (const Value* v : ret->operands())
     if (v->type().shape() != s.outShape || v->type().hasUnknownDims()) return s;
   s.strategy = Strategy::Pointwise;
+  for (const auto& op : k.ops())
+    s.reduces |= op->has(kReduction) || op->kind() == OpKind::Softmax ||
+                 op->kind() == OpKind::LogSoftmax || op->kind() == OpKind::Cumsum;
   for (const auto& op : k.ops()) {
     if (op->kind() != OpKind::Matmul) continue;
     const Type& a = op->operand(0)->type();
@@ -118,7 +121,7 @@ KernelShape analyzeKernel(const Func& k) {
 }
 
 std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const TilePlan& p) {
-  if (s.strategy != Strategy::Matmul || p.tile.size() != 3) return {};
+  if (s.strategy != Strategy::Matmul || p.tile.size() != 3 || p.cpuMatmul()) return {};
   return {{s.aElem, {p.tile[0], p.tile[2]}}, {s.bElem, {p.tile[2], p.tile[1]}}};
 }
 
@@ -182,6 +185,13 @@ std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, 
   if (threads > t.maxWorkgroupInvocations)
     return "workgroup " + str(p.workgroup) + " has " + std::to_string(threads) + " threads; " +
            t.name + " allows " + std::to_string(t.maxWorkgroupInvocations);
+  if (s.strategy == Strategy::Pointwise && p.cpuRows()) {
+    if (threads != 1 || p.tile[0] < 1 || p.tile[1] < 1)
+      return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "
+             "tile " +
+             str(p.tile) + " and workgroup " + str(p.workgroup);
+    return std::nullopt;
+  }
   if (s.strategy == Strategy::Pointwise) {
     if (p.tile.size() != 1 || p.tile[0] != threads || p.workgroup[1] != 1 || p.workgroup[2] != 1)
       return "a pointwise kernel takes tile [threads] with workgroup [threads, 1, 1], got tile " +
@@ -189,7 +199,23 @@ std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, 
     return std::nullopt;
   }
   if (s.strategy != Strategy::Matmul) return std::nullopt;
-  if (p.tile.size() != 3) return "a matmul kernel takes tile [TM, TN, TK], got " + str(p.tile);
+  if (p.cpuMatmul()) {
+    if (threads != 1)
+      return "a cpu matmul kernel (tile " + str(p.tile) + ") takes workgroup [1, 1, 1]";
+    if (p.tile[3] * p.tile[4] > 512)
+      return "tile " + str(p.tile) + " has " + std::to_string(p.tile[3] * p.tile[4]) +
+             " micro-kernel accumulators (at most 512)";
+    if (p.tile[0] % p.tile[3] != 0 || p.tile[1] % p.tile[4] != 0)
+      return "tile " + str(p.tile) + ": MC must be a multiple of MR and NC of NR";
+    if (p.tile[0] * p.tile[1] > 256 * 1024)
+      return "tile " + str(p.tile) + " has " + std::to_string(p.tile[0] * p.tile[1]) +
+             " accumulators per workgroup (at most 262144)";
+    return std::nullopt;
+  }
+  if (p.tile.size() != 3)
+    return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] with workgroup "
+           "[1, 1, 1]), got " +
+           str(p.tile);
   if (p.workgroup[2] != 1) return "a matmul kernel's workgroup is [x, y, 1]";
   if (p.tile[0] % p.workgroup[1] != 0 || p.tile[1] % p.workgroup[0] != 0)
     return "tile " + str(p.tile) + " is not a multiple of workgroup " + str(p.workgroup) +

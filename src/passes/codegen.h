@@ -37,14 +37,23 @@ struct KernelShape {
   const Op* anchor = nullptr;
   Shape outShape; // iteration space of the outputs
   ElemType aElem = ElemType::F32, bElem = ElemType::F32;
+  bool reduces = false; // some op reduces (reductions, softmax, cumsum, argmax, windows)
 };
 KernelShape analyzeKernel(const Func& k);
 
 // A tile plan: Pointwise uses workgroup[0] threads, one element each; Matmul uses tile
 // [TM, TN, TK] with workgroup [x, y, 1] threads (each computes (TM/y) x (TN/x) outputs).
+// CPU plans (cpu targets, workgroup [1, 1, 1], one CPU thread per workgroup):
+//   Pointwise tile [R, C]: each workgroup loops over R rows x C contiguous elements of the
+//   innermost output dim; Matmul tile [MC, NC, KC, MR, NR]: each workgroup computes an
+//   MC x NC block of C, K in steps of KC, by an MR x NR register-blocked micro-kernel
+//   (private accumulators with static loop bounds).
 struct TilePlan {
   std::vector<int64_t> tile;
   std::vector<int64_t> workgroup{64, 1, 1};
+
+  bool cpuMatmul() const { return tile.size() == 5; } // [MC, NC, KC, MR, NR]
+  bool cpuRows() const { return tile.size() == 2; }   // pointwise [R, C]
 };
 
 // A buffer a kernel places in shared memory.

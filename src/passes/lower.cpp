@@ -22,6 +22,7 @@
 // anchor with a pointwise epilogue uses workgroup tiles with its operand tiles staged in
 // shared memory (barriers between the load and compute phases).
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -36,6 +37,13 @@ namespace kiln {
 namespace {
 
 ElemType accElem(ElemType e) { return isFloat(e) ? ElemType::F64 : ElemType::I64; }
+
+// A matmul's accumulator: wide (f64 / i64) like the reference, or f32 for f32/f16/bf16
+// results on targets without wideAccumulation (cpu).
+ElemType matmulAccElem(ElemType e, const TargetDesc& t) {
+  if (!t.wideAccumulation && isFloat(e) && e != ElemType::F64) return ElemType::F32;
+  return accElem(e);
+}
 
 class Emitter {
 public:
@@ -91,7 +99,9 @@ private:
     if (it != consts_.end()) return it->second;
     Attrs a;
     a.set("value", v);
-    return consts_[v] = mk(*pro_, OpKind::IConst, {}, Type::index(), a);
+    consts_[v] = mk(*pro_, OpKind::IConst, {}, Type::index(), a);
+    invariant_.insert(consts_[v]);
+    return consts_[v];
   }
   Value* scst(ElemType e, double v) {
     Attrs a;
@@ -144,7 +154,9 @@ private:
           {"max", OpKind::IMax}};
       return idx(kinds.at(op), static_cast<Value*>(x), static_cast<Value*>(y), pro_.get());
     };
-    return dims_[d.expr()] = static_cast<Value*>(lowerSymExpr(d.expr(), l));
+    dims_[d.expr()] = static_cast<Value*>(lowerSymExpr(d.expr(), l));
+    invariant_.insert(dims_[d.expr()]);
+    return dims_[d.expr()];
   }
   Value* product(const Shape& s, size_t from, size_t to) {
     Value* p = cst(1);
@@ -235,7 +247,58 @@ private:
     body_->createUnchecked(OpKind::Store, {v, acc, cst(0)}, {}, {});
   }
 
+  // ---- cpu rows: reductions hoisted out of the column loop ----------------------------------
+
+  // True when every index is the same for all columns of the current row (a row index, a
+  // constant or a prologue value), so a value computed from them can sit before the column
+  // loop.
+  bool rowInvariant(const std::vector<Value*>& ix) const {
+    if (!colLoop_ || mask_) return false; // a mask is computed inside the column loop
+    for (Value* v : ix)
+      if (!invariant_.count(v)) return false;
+    return true;
+  }
+
+  // Emits `f` before the column loop when `ix` (minus `except`) is row-invariant, memoized
+  // per (op, indices); otherwise at the current point.
+  Result<Value*> hoisted(const void* what, const std::vector<Value*>& ix,
+                         const std::function<Result<Value*>()>& f) {
+    if (!rowInvariant(ix)) return f();
+    auto key = std::make_pair(what, ix);
+    auto it = hoistMemo_.find(key);
+    if (it != hoistMemo_.end()) return it->second;
+    auto pre = std::make_unique<Builder>(k_.get(), colLoop_);
+    pre->setLoc(src_.loc());
+    // A row-invariant reduction nested in this one (layer norm's mean inside its variance)
+    // goes before this one's code: a marker op is the insertion point while `f` runs.
+    Attrs a;
+    a.set("value", int64_t(0));
+    Op* marker = pre->createUnchecked(OpKind::IConst, {}, a, {Type::index()});
+    std::swap(body_, pre);
+    Op* loop = colLoop_;
+    colLoop_ = marker;
+    Result<Value*> v = f();
+    colLoop_ = loop;
+    std::swap(body_, pre);
+    k_->erase(marker);
+    if (!v.ok()) return v;
+    hoistMemo_[key] = *v;
+    invariant_.insert(*v);
+    return *v;
+  }
+
   Result<Value*> reduce(const Op& op, const std::vector<Value*>& ix) {
+    // With keepdims the reduced positions of `ix` are not read: they do not count.
+    std::vector<Value*> used;
+    std::vector<int64_t> axes = reducedAxes(op);
+    bool keep = op.attrs().getInt("keepdims") != 0;
+    for (size_t d = 0; d < ix.size(); ++d)
+      if (!keep || !std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d)))
+        used.push_back(ix[d]);
+    return hoisted(&op, used, [&] { return reduceAt(op, ix); });
+  }
+
+  Result<Value*> reduceAt(const Op& op, const std::vector<Value*>& ix) {
     const Value* x = op.operand(0);
     std::vector<int64_t> axes = reducedAxes(op);
     bool keep = op.attrs().getInt("keepdims") != 0;
@@ -311,22 +374,30 @@ private:
       return xi;
     };
     Value* n = dim(x->type().dim(axis));
-    Value* mx = accumulator(ElemType::F64, -std::numeric_limits<double>::infinity());
-    Value* j = beginFor(cst(0), n, cst(1));
-    KILN_TRY(Value * xj, emitAt(x, at(j)));
-    accStore(mx, compute("max", {accLoad(mx), castTo(xj, ElemType::F64)}, ElemType::F64));
-    endFor();
-    Value* sum = accumulator(ElemType::F64, 0);
-    Value* m = accLoad(mx);
-    j = beginFor(cst(0), n, cst(1));
-    KILN_TRY(Value * xk, emitAt(x, at(j)));
-    Value* ex = compute("exp", {compute("sub", {castTo(xk, ElemType::F64), m}, ElemType::F64)},
-                        ElemType::F64);
-    accStore(sum, compute("add", {accLoad(sum), ex}, ElemType::F64));
-    endFor();
+    // The row's max and sum do not depend on the position along the axis.
+    std::vector<Value*> row = at(cst(0));
+    KILN_TRY(
+        Value * m, hoisted(&op, row, [&]() -> Result<Value*> {
+          Value* mx = accumulator(ElemType::F64, -std::numeric_limits<double>::infinity());
+          Value* j = beginFor(cst(0), n, cst(1));
+          KILN_TRY(Value * xj, emitAt(x, at(j)));
+          accStore(mx, compute("max", {accLoad(mx), castTo(xj, ElemType::F64)}, ElemType::F64));
+          endFor();
+          return accLoad(mx);
+        }));
+    KILN_TRY(Value * s, hoisted(op.result(0), row, [&]() -> Result<Value*> {
+               Value* sum = accumulator(ElemType::F64, 0);
+               Value* j = beginFor(cst(0), n, cst(1));
+               KILN_TRY(Value * xk, emitAt(x, at(j)));
+               Value* ex =
+                   compute("exp", {compute("sub", {castTo(xk, ElemType::F64), m}, ElemType::F64)},
+                           ElemType::F64);
+               accStore(sum, compute("add", {accLoad(sum), ex}, ElemType::F64));
+               endFor();
+               return accLoad(sum);
+             }));
     KILN_TRY(Value * xi, emitAt(x, ix));
     Value* d = compute("sub", {castTo(xi, ElemType::F64), m}, ElemType::F64);
-    Value* s = accLoad(sum);
     Value* res = op.kind() == OpKind::Softmax
                      ? compute("div", {compute("exp", {d}, ElemType::F64), s}, ElemType::F64)
                      : compute("sub", {d, compute("log", {s}, ElemType::F64)}, ElemType::F64);
@@ -366,7 +437,7 @@ private:
   }
 
   Result<Value*> matmulNaive(const Op& op, const std::vector<Value*>& ix) {
-    ElemType ae = accElem(op.result(0)->type().elem());
+    ElemType ae = matmulAccElem(op.result(0)->type().elem(), target_);
     Value* acc = accumulator(ae, 0);
     const Type& at = op.operand(0)->type();
     Value* k = beginFor(cst(0), dim(at.dim(at.rank() - 1)), cst(1));
@@ -744,7 +815,40 @@ private:
     return src_.parent() ? src_.parent()->symbols() : none;
   }
 
+  // cpu rows: workgroup (x, y) takes columns [x*C, min(x*C + C, L)) of rows
+  // [y*R, min(y*R + R, rows)); the column loop runs along the contiguous innermost dim, with
+  // exact bounds (no masks), and row reductions are hoisted before it.
+  Status emitRows(const Op& ret) {
+    const Shape& s = shape_.outShape;
+    int64_t R = plan_.tile[0], C = plan_.tile[1];
+    Shape outer = s.empty() ? Shape{} : Shape(s.begin(), s.end() - 1);
+    Value* rows = product(outer, 0, outer.size());
+    Value* L = s.empty() ? cst(1) : dim(s.back());
+    config_->setOperand(0, idx(OpKind::ICeilDiv, L, cst(C), pro_.get()));
+    config_->setOperand(1, idx(OpKind::ICeilDiv, rows, cst(R), pro_.get()));
+    Value* wx = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(0));
+    Value* wy = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(1));
+    Value* r0 = idx(OpKind::IMul, wy, cst(R));
+    Value* c0 = idx(OpKind::IMul, wx, cst(C));
+    Value* rEnd = idx(OpKind::IMin, idx(OpKind::IAdd, r0, cst(R)), rows);
+    Value* cEnd = idx(OpKind::IMin, idx(OpKind::IAdd, c0, cst(C)), L);
+    invariant_.insert(c0);
+    invariant_.insert(cEnd);
+    Value* row = beginFor(r0, rEnd, cst(1));
+    std::vector<Value*> ix = outer.empty() ? std::vector<Value*>{} : delinearize(row, outer);
+    for (Value* v : ix) invariant_.insert(v);
+    Value* c = beginFor(c0, cEnd, cst(1));
+    colLoop_ = c->def();
+    if (!s.empty()) ix.push_back(c);
+    KILN_CHECK(storeOutputs(ret, ix));
+    endFor();
+    colLoop_ = nullptr;
+    endFor();
+    return ok();
+  }
+
   Status emitPointwise(const Op& ret) {
+    if (plan_.cpuRows()) return emitRows(ret);
     const Shape& s = shape_.outShape;
     int64_t wg = plan_.workgroup[0];
     Value* total = product(s, 0, s.size());
@@ -775,7 +879,131 @@ private:
     return at;
   }
 
+  Value* st(Value* v, Value* buf, std::vector<Value*> ix) {
+    std::vector<Value*> ops{v, buf};
+    ops.insert(ops.end(), ix.begin(), ix.end());
+    body_->createUnchecked(OpKind::Store, ops, {}, {});
+    return v;
+  }
+  Value* ld(Value* buf, std::vector<Value*> ix) {
+    std::vector<Value*> ops{buf};
+    ops.insert(ops.end(), ix.begin(), ix.end());
+    return mk(*body_, OpKind::Load, ops, Type::scalar(buf->type().elem()));
+  }
+
+  // cpu matmul: one thread per workgroup computes an MC x NC block of C into a private
+  // block accumulator `cb`, K in steps of KC. Inside a K step, NR-column strips of the block
+  // (the KC x NR slice of B stays in L1) and MR-row micro-tiles: the micro-kernel keeps
+  // MR x NR accumulators in a private buffer with static loop bounds (LLVM unrolls it into
+  // registers), runs k outermost, loads NR contiguous elements of B's row k and broadcasts
+  // one element of A per row. Rows past the last multiple of MR use a 1-row micro-kernel
+  // and the last partial column strip clamps its columns to N - 1, so no access is masked
+  // and no work is wasted on rows; the epilogue stores exactly the block's valid part.
+  Status emitMatmulCpu(const Op& ret) {
+    const Op& mm = *shape_.anchor;
+    const Shape& s = shape_.outShape;
+    size_t r = s.size();
+    const Type& at = mm.operand(0)->type();
+    int64_t MC = plan_.tile[0], NC = plan_.tile[1], KC = plan_.tile[2];
+    int64_t MR = plan_.tile[3], NR = plan_.tile[4];
+    Value* M = dim(s[r - 2]);
+    Value* N = dim(s[r - 1]);
+    Value* K = dim(at.dim(at.rank() - 1));
+    Shape batchShape(s.begin(), s.end() - 2);
+    config_->setOperand(0, idx(OpKind::ICeilDiv, N, cst(NC), pro_.get()));
+    config_->setOperand(1, idx(OpKind::ICeilDiv, M, cst(MC), pro_.get()));
+    config_->setOperand(2, product(batchShape, 0, batchShape.size()));
+    Value* bx = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(0));
+    Value* by = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(1));
+    Value* bz = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(2));
+    std::vector<Value*> batch =
+        batchShape.empty() ? std::vector<Value*>{} : delinearize(bz, batchShape);
+    Value* m0 = idx(OpKind::IMul, by, cst(MC));
+    Value* n0 = idx(OpKind::IMul, bx, cst(NC));
+    Value* rowsV = idx(OpKind::IMin, idx(OpKind::ISub, M, m0), cst(MC));
+    Value* colsV = idx(OpKind::IMin, idx(OpKind::ISub, N, n0), cst(NC));
+    Value* rowsFull = idx(OpKind::IMul, idx(OpKind::IFloorDiv, rowsV, cst(MR)), cst(MR));
+    Value* colsFull = idx(OpKind::IMul, idx(OpKind::IFloorDiv, colsV, cst(NR)), cst(NR));
+    Value* lastCol = idx(OpKind::ISub, N, cst(1));
+    ElemType ae = matmulAccElem(mm.result(0)->type().elem(), target_);
+    auto priv = [&](std::vector<Dim> dims) {
+      return mk(*body_, OpKind::Alloc, {}, Type::buffer(ae, Shape(dims), MemSpace::Private));
+    };
+    Value* cb = priv({Dim(MC), Dim(NC)});
+    Value* reg = priv({Dim(MR), Dim(NR)});
+    Value* bv = priv({Dim(NR)});
+    const Value* A = mm.operand(0);
+    const Value* B = mm.operand(1);
+
+    // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block.
+    auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0,
+                     Value* kEnd) -> Status {
+      Value* a = beginFor(cst(0), cst(mr), cst(1));
+      Value* b = beginFor(cst(0), cst(NR), cst(1));
+      st(ld(cb, {idx(OpKind::IAdd, rb, a), idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
+      endFor();
+      endFor();
+      Value* k = beginFor(k0, kEnd, cst(1));
+      b = beginFor(cst(0), cst(NR), cst(1));
+      Value* col = idx(OpKind::IAdd, n0, idx(OpKind::IAdd, cb0, b));
+      if (edge) col = idx(OpKind::IMin, col, lastCol);
+      std::vector<Value*> oix = batch;
+      oix.push_back(m0);
+      oix.push_back(col);
+      KILN_TRY(Value * bval, emitAt(B, matmulIndices(mm, oix, k).second));
+      st(castTo(bval, ae), bv, {b});
+      endFor();
+      a = beginFor(cst(0), cst(mr), cst(1));
+      oix = batch;
+      oix.push_back(idx(OpKind::IAdd, m0, idx(OpKind::IAdd, rb, a)));
+      oix.push_back(n0);
+      KILN_TRY(Value * aval, emitAt(A, matmulIndices(mm, oix, k).first));
+      Value* av = castTo(aval, ae);
+      b = beginFor(cst(0), cst(NR), cst(1));
+      Value* p = compute("mul", {av, ld(bv, {b})}, ae);
+      st(compute("add", {ld(reg, {a, b}), p}, ae), reg, {a, b});
+      endFor();
+      endFor();
+      endFor();
+      a = beginFor(cst(0), cst(mr), cst(1));
+      b = beginFor(cst(0), cst(NR), cst(1));
+      st(ld(reg, {a, b}), cb, {idx(OpKind::IAdd, rb, a), idx(OpKind::IAdd, cb0, b)});
+      endFor();
+      endFor();
+      return ok();
+    };
+
+    Value* k0 = beginFor(cst(0), K, cst(KC));
+    Value* kEnd = idx(OpKind::IMin, idx(OpKind::IAdd, k0, cst(KC)), K);
+    for (bool edge : {false, true}) {
+      Value* j0 = edge ? beginFor(colsFull, colsV, cst(NR)) : beginFor(cst(0), colsFull, cst(NR));
+      Value* i0 = beginFor(cst(0), rowsFull, cst(MR));
+      KILN_CHECK(micro(i0, j0, MR, edge, k0, kEnd));
+      endFor();
+      if (MR > 1) {
+        Value* i = beginFor(rowsFull, rowsV, cst(1));
+        KILN_CHECK(micro(i, j0, 1, edge, k0, kEnd));
+        endFor();
+      }
+      endFor();
+    }
+    endFor();
+
+    // Epilogue: the block's valid outputs, the matmul's value taken from the accumulator.
+    Value* i = beginFor(cst(0), rowsV, cst(1));
+    Value* j = beginFor(cst(0), colsV, cst(1));
+    subst_[mm.result(0)] = castTo(ld(cb, {i, j}), mm.result(0)->type().elem());
+    std::vector<Value*> ix = batch;
+    ix.push_back(idx(OpKind::IAdd, m0, i));
+    ix.push_back(idx(OpKind::IAdd, n0, j));
+    KILN_CHECK(storeOutputs(ret, ix));
+    endFor();
+    endFor();
+    return ok();
+  }
+
   Status emitMatmul(const Op& ret) {
+    if (plan_.cpuMatmul()) return emitMatmulCpu(ret);
     const Op& mm = *shape_.anchor;
     const Shape& s = shape_.outShape;
     size_t r = s.size();
@@ -813,7 +1041,7 @@ private:
                    Type::buffer(sb[0].elem, {Dim(TM), Dim(TK)}, MemSpace::Shared));
     Value* Bs = mk(*body_, OpKind::Alloc, {},
                    Type::buffer(sb[1].elem, {Dim(TK), Dim(TN)}, MemSpace::Shared));
-    ElemType ae = accElem(mm.result(0)->type().elem());
+    ElemType ae = matmulAccElem(mm.result(0)->type().elem(), target_);
     Value* acc =
         mk(*body_, OpKind::Alloc, {}, Type::buffer(ae, {Dim(RM), Dim(RN)}, MemSpace::Private));
     int64_t T = WX * WY;
@@ -906,6 +1134,11 @@ private:
   std::map<SymExpr, Value*> dims_;
   std::map<const Value*, Value*> subst_;
   Value* mask_ = nullptr;
+  // cpu rows: the column loop's `for` (hoisted code goes before it), the values that are
+  // the same for every column of a row, and the hoisted values by (op, indices).
+  Op* colLoop_ = nullptr;
+  std::set<const Value*> invariant_;
+  std::map<std::pair<const void*, std::vector<Value*>>, Value*> hoistMemo_;
 };
 
 Status checkElemTypes(const Func& k, const TargetDesc& t) {

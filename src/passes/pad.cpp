@@ -23,6 +23,17 @@ namespace kiln {
 namespace {
 
 bool exact(const KernelShape& s, const TilePlan& p, const SymbolTable& syms, const TargetDesc& t) {
+  if (s.strategy == Strategy::Pointwise && p.cpuRows()) {
+    // cpu rows: rows in blocks of tile[0], the innermost dim in chunks of tile[1].
+    if (s.outShape.empty()) return p.tile[0] == 1 && p.tile[1] == 1;
+    SymExpr rows = SymExpr::constant(1);
+    for (size_t i = 0; i + 1 < s.outShape.size(); ++i) {
+      if (s.outShape[i].isUnknown()) return false;
+      rows = rows * s.outShape[i].expr();
+    }
+    return dimDivisibleBy(Dim(rows), p.tile[0], syms) &&
+           dimDivisibleBy(s.outShape.back(), p.tile[1], syms);
+  }
   if (s.strategy == Strategy::Pointwise) {
     SymExpr total = SymExpr::constant(1);
     for (const Dim& d : s.outShape) {

@@ -32,9 +32,65 @@ int64_t upper(const Dim& d, const SymbolTable& syms) {
   return std::max<int64_t>(1, bounds(d.expr(), syms).hi);
 }
 
-Result<TilePlan> fromOverride(const KernelShape& s, const TileOverride& o, const TargetDesc& t,
-                              const std::string& kernel) {
+// The cpu register block: NR two vectors of accumulators wide (f32; f64 and i64 for f64
+// and integer matmuls), MR rows so that MR x NR / lanes accumulators plus the B row and a
+// broadcast A fit the SIMD registers.
+std::vector<int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
+  bool wide = result == ElemType::F64 || !isFloat(result);
+  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / (wide ? 64 : 32));
+  int64_t nr = 2 * lanes;
+  int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
+  return {mr, nr};
+}
+
+// The cpu plans: matmul blocks MC x NC x KC from the caches (the KC x NR slice of B stays
+// in L1 across the MR-row micro-tiles, the MC x KC block of A in L2), never beyond the
+// extents; pointwise chunks of about 4096 elements along the contiguous innermost dim.
+TilePlan cpuPlan(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms) {
   TilePlan p;
+  p.workgroup = {1, 1, 1};
+  size_t r = s.outShape.size();
+  auto ub = [&](const Dim& d) { return std::min<int64_t>(upper(d, syms), 1 << 30); };
+  if (s.strategy == Strategy::Matmul) {
+    std::vector<int64_t> micro = cpuMicro(t, s.anchor->result(0)->type().elem());
+    int64_t mr = micro[0], nr = micro[1];
+    auto roundUp = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+    int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(s.bElem));
+    int64_t aBytes = std::max<int64_t>(4, elemTypeBytes(s.aElem));
+    int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(t.l1Bytes / 2) / (nr * bBytes));
+    const Type& a = s.anchor->operand(0)->type();
+    kc = std::min(kc, ub(a.dim(a.rank() - 1)));
+    int64_t mc = std::max<int64_t>(mr, static_cast<int64_t>(t.l2Bytes / 2) / (kc * aBytes));
+    mc = std::min<int64_t>(mc / mr * mr, 12 * mr);
+    mc = std::min(mc, roundUp(ub(s.outShape[r - 2]), mr));
+    int64_t nc = std::min<int64_t>(8 * nr, roundUp(ub(s.outShape[r - 1]), nr));
+    p.tile = {std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr};
+    return p;
+  }
+  int64_t cols = r ? ub(s.outShape[r - 1]) : 1;
+  // A kernel with reductions or softmax takes whole rows, so a row's reduction along the
+  // innermost dim is computed once per row (lower hoists it out of the column loop).
+  int64_t c = s.reduces ? cols : std::min<int64_t>(cols, 4096);
+  p.tile = {std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), std::max<int64_t>(c, 1)};
+  return p;
+}
+
+Result<TilePlan> fromOverride(const KernelShape& s, const TileOverride& o, const TargetDesc& t,
+                              const SymbolTable& syms, const std::string& kernel) {
+  TilePlan p;
+  if (t.cpu && !o.subgroups &&
+      (o.workgroup.empty() || o.workgroup == std::vector<int64_t>{1, 1, 1})) {
+    // A cpu plan with the given tile ([MC, NC, KC], [MC, NC, KC, MR, NR] or [rows, columns]).
+    p = cpuPlan(s, t, syms);
+    if (s.strategy == Strategy::Matmul && o.tile.size() == 3)
+      p.tile = {o.tile[0], o.tile[1], o.tile[2], p.tile[3], p.tile[4]};
+    else if (!o.tile.empty())
+      p.tile = o.tile;
+    if (std::optional<std::string> why = planProblem(s, p, t))
+      return error(Loc::named("--tile-config"),
+                   "kernel '" + kernel + "': configuration refused for " + t.name + ": " + *why);
+    return p;
+  }
   int64_t threads = 0;
   if (o.subgroups) {
     int64_t sg = t.subgroupSizes.empty() ? 1 : t.subgroupSizes[0];
@@ -72,6 +128,12 @@ Result<TilePlan> fromOverride(const KernelShape& s, const TileOverride& o, const
 
 Result<TilePlan> choose(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms,
                         const std::string& kernel) {
+  if (t.cpu) {
+    TilePlan p = cpuPlan(s, t, syms);
+    if (std::optional<std::string> why = planProblem(s, p, t))
+      return error(Loc::named(kernel), "kernel @" + kernel + " cannot fit " + t.name + ": " + *why);
+    return p;
+  }
   int64_t sg = t.subgroupSizes.empty() ? 1 : t.subgroupSizes[0];
   TilePlan p;
   if (s.strategy == Strategy::Pointwise) {
@@ -132,7 +194,7 @@ public:
         auto it = ctx.overrides.find(k->name());
         if (it == ctx.overrides.end()) it = ctx.overrides.find("*");
         Result<TilePlan> p = it != ctx.overrides.end()
-                                 ? fromOverride(s, it->second, ctx.target, k->name())
+                                 ? fromOverride(s, it->second, ctx.target, m.symbols(), k->name())
                                  : choose(s, ctx.target, m.symbols(), k->name());
         if (!p.ok()) return p.takeDiags();
         recordPlan(*op, *p);

@@ -140,8 +140,9 @@ TEST_CASE("the footprint function is 64-bit and saturates") {
 }
 
 TEST_CASE("targets: every named target, device limits replace the table") {
-  for (const char* n : {"cpu", "vulkan:lavapipe", "vulkan:nvidia-sm90", "vulkan:generic",
-                        "amdgpu:gfx90a", "amdgpu:gfx942", "amdgpu:gfx1100"}) {
+  for (const char* n : {"cpu", "cpu:x86-64-v2", "cpu:x86-64-v3", "cpu:x86-64-v4", "vulkan:lavapipe",
+                        "vulkan:nvidia-sm90", "vulkan:generic", "amdgpu:gfx90a", "amdgpu:gfx942",
+                        "amdgpu:gfx1100"}) {
     auto t = lookupTarget(n);
     REQUIRE(t.ok());
     CHECK(t->sharedMemoryBytes > 0);
@@ -156,6 +157,70 @@ TEST_CASE("targets: every named target, device limits replace the table") {
   TargetDesc t = withDeviceLimits(*lookupTarget("vulkan:generic"), dev);
   CHECK(t.sharedMemoryBytes == 12345);
   CHECK(t.maxWorkgroupInvocations == 128);
+}
+
+TEST_CASE("cpu targets: x86-64 levels, cpu plans with one thread per workgroup") {
+  struct Level {
+    const char* name;
+    int64_t bits, regs;
+    std::vector<int64_t> tile;
+  };
+  for (const Level& l : {Level{"cpu", 256, 16, {72, 128, 96, 6, 16}},
+                         Level{"cpu:x86-64-v2", 128, 16, {72, 64, 96, 6, 8}},
+                         Level{"cpu:x86-64-v3", 256, 16, {72, 128, 96, 6, 16}},
+                         Level{"cpu:x86-64-v4", 512, 32, {96, 224, 96, 8, 32}}}) {
+    CAPTURE(l.name);
+    auto t = lookupTarget(l.name);
+    REQUIRE(t.ok());
+    CHECK(t->cpu);
+    CHECK_FALSE(t->wideAccumulation);
+    CHECK(t->preferredVectorBits == l.bits);
+    CHECK(t->vectorRegisters == l.regs);
+    // The register block fits: MR x NR / lanes accumulators, at most registers - 4.
+    CHECK(l.tile[3] * l.tile[4] / (l.bits / 32) <= l.regs - 4);
+    ContextGuard guard;
+    codegenContext().target = *t;
+    codegenContext().overrides.clear();
+    const char* text = R"(symbol m in [1, 4096]
+func @main(%x: tensor<{m}x96xf32>, %w: tensor<96x200xf32>) -> (tensor<{m}x200xf32>) {
+  %0 = matmul %x, %w : tensor<{m}x200xf32>
+  return %0
+}
+)";
+    auto m = parse(text);
+    REQUIRE(runPipeline(*m, "codegen").ok());
+    const Op* d = m->lookupFunc("main")->ops().front().get();
+    CHECK(d->attrs().getInts("tile") == l.tile);
+    CHECK(d->attrs().getInts("workgroup") == std::vector<int64_t>{1, 1, 1});
+    CHECK(sharedFootprint(sharedBuffersOf(*m->lookupFunc("main_dispatch_0"))) == 0);
+  }
+  for (const char* n : {"vulkan:lavapipe", "amdgpu:gfx942"}) {
+    CHECK_FALSE(lookupTarget(n)->cpu);
+    CHECK(lookupTarget(n)->wideAccumulation);
+  }
+}
+
+TEST_CASE("cpu matmul tiles: each compiles and runs correctly on sim at M = 1 .. 19") {
+  ContextGuard guard;
+  codegenContext().target = *lookupTarget("cpu");
+  int runs = 0;
+  for (const char* tile : {"[6, 16, 1, 6, 16]", "[12, 32, 5, 6, 16]", "[2, 8, 24, 1, 8]",
+                           "[8, 40, 7, 4, 20]", "[6, 16, 100, 3, 4]"}) {
+    auto cfg = parseTileConfig(std::string(R"({"kernels": {"*": {"tile": )") + tile + "}}}", "c");
+    REQUIRE(cfg.ok());
+    codegenContext().overrides = *cfg;
+    for (int64_t rows : {1, 5, 6, 7, 19}) {
+      CAPTURE(tile);
+      CAPTURE(rows);
+      auto m = parse(kMatmul);
+      Status st = runPipeline(*m, "codegen");
+      REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.diags().str()));
+      expectSame(kMatmul, *m,
+                 {ramp(ElemType::F32, {rows, 24}, 1.0), ramp(ElemType::F32, {24, 40}, 0.5)});
+      ++runs;
+    }
+  }
+  CHECK(runs == 25);
 }
 
 TEST_CASE("tile configs: malformed files are errors, never crashes") {
