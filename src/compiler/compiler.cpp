@@ -56,14 +56,17 @@ bool needsSchedule(const Module& m, const std::vector<std::string>& entries) {
   return true;
 }
 
-// Runs the codegen pipeline for a device that runs kernel IR (sim, cpu) on `target`.
-Status lowerForDevice(Module& module, const std::string& target) {
+// Runs the codegen pipeline for a device that runs kernel IR: sim on the current codegen
+// target, cpu on the description of its CPU target.
+Status lowerForDevice(Module& module, bool cpu, const std::string& cpuTarget) {
   CodegenContext& cg = codegenContext();
   CodegenContext saved = cg;
-  if (!target.empty()) {
-    Result<TargetDesc> t = lookupTarget(target);
-    if (!t.ok()) t = lookupTarget("cpu");
-    cg.target = *t;
+  if (cpu) {
+#ifdef KILN_HAVE_LLVM
+    KILN_TRY(cg.target, cpu::cpuCodegenTarget(cpuTarget));
+#else
+    (void)cpuTarget;
+#endif
   }
   PassManager codegen;
   Status s = codegen.addPipeline("fuse,collapse-dims,tile,pad,lower");
@@ -137,7 +140,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
       return error(Loc::named("--device"), "the " + std::string(sim ? "sim" : "cpu") +
                                                " device runs a module on its own; it cannot be "
                                                "combined with other devices or placement yet");
-    KILN_CHECK(lowerForDevice(*module, cpu ? opts.cpuTarget : ""));
+    KILN_CHECK(lowerForDevice(*module, cpu, opts.cpuTarget));
   }
   ScheduleOptions so;
   so.device = defaultDevice;
