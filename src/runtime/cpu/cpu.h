@@ -8,7 +8,9 @@
 // dlopen'ed. An executable whose code needs CPU features the host lacks is refused.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "runtime/cpu/shared_object.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/ref/ref.h"
+#include "runtime/sim/sim.h"
 
 namespace kiln::cpu {
 // The host CPU's model name (cpuid brand string), for device descriptions.
@@ -36,8 +39,13 @@ public:
   // The entry point of kernel `kernel`, or null when it is not lowered.
   KilnCpuKernelFn entry(size_t kernel) const { return entries_[kernel]; }
   const std::string& compiledFor() const { return payload_.cpu; }
+  // sim::kernelGrid of kernel `kernel`, remembered per symbol binding: it walks the kernel's
+  // IR, which a dispatch should not pay for every time.
+  Result<sim::Grid> grid(size_t kernel, const SymbolBinding& dims) const;
 
 private:
+  mutable std::mutex gridMu_;
+  mutable std::map<std::pair<size_t, SymbolBinding>, sim::Grid> grids_;
   kiln::cpu::CpuPayload payload_;
   std::unique_ptr<SharedObject> code_;
   std::vector<KilnCpuKernelFn> entries_;

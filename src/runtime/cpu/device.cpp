@@ -3,7 +3,6 @@
 #include <atomic>
 
 #include "runtime/cpu/cpu.h"
-#include "runtime/sim/sim.h"
 
 namespace kiln::hal::cpu {
 
@@ -78,7 +77,7 @@ Status CpuDevice::dispatchLowered(const ref::RefExecutable& exe, const Func& f,
       return error(loc, name + " reads the symbol '" + s + "', which the dispatch does not bind");
     symbols.push_back(it->second);
   }
-  KILN_TRY(sim::Grid grid, sim::kernelGrid(f, c.dims));
+  KILN_TRY(sim::Grid grid, cexe->grid(c.kernel, c.dims));
   int64_t total = 0;
   if (grid.x < 0 || grid.y < 0 || grid.z < 0 || __builtin_mul_overflow(grid.x, grid.y, &total) ||
       __builtin_mul_overflow(total, grid.z, &total))

@@ -81,4 +81,18 @@ Result<std::unique_ptr<CpuExecutable>> CpuExecutable::load(const std::string& pa
   return exe;
 }
 
+Result<sim::Grid> CpuExecutable::grid(size_t kernel, const SymbolBinding& dims) const {
+  auto key = std::make_pair(kernel, dims);
+  {
+    std::lock_guard<std::mutex> lock(gridMu_);
+    if (auto it = grids_.find(key); it != grids_.end()) return it->second;
+  }
+  KILN_TRY(sim::Grid g, sim::kernelGrid(this->kernel(kernel), dims));
+  std::lock_guard<std::mutex> lock(gridMu_);
+  constexpr size_t kMaxRemembered = 4096; // bindings vary with sequence lengths; stay bounded
+  if (grids_.size() >= kMaxRemembered) grids_.clear();
+  grids_.emplace(std::move(key), g);
+  return g;
+}
+
 } // namespace kiln::hal::cpu
