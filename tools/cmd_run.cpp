@@ -26,6 +26,7 @@ is compiled in memory first; a .kmod file runs as compiled.
                         4xi64=0 (one value fills all), nan/inf/-inf, true/false for i1
   --output=@FILE.npy    write the next result to FILE.npy (repeatable, in result order)
   --output-dir=DIR      write result i to DIR/i.npy (DIR is created if missing)
+  --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   -h, --help            show this help
 
 Without --output or --output-dir each result is printed as `result[i]: tensor<...> [...]`.
@@ -37,6 +38,7 @@ int runRun(const std::vector<std::string>& args) {
       {"input", true, true, ""},
       {"output", true, true, ""},
       {"output-dir", true, false, ""},
+      {"cpu-threads", true, false, ""},
   });
   auto parsed = parseArgs(args, specs, "run");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -48,6 +50,7 @@ int runRun(const std::vector<std::string>& args) {
   if (a.positional.size() != 1)
     return fail(error(Loc{}, "kiln run needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
+  if (Status t = applyCpuThreadsFlag(a); !t.ok()) return fail(t.diags());
   auto placement = placementFlags(*parsed);
   if (!placement.ok()) return fail(placement.diags());
   const std::vector<std::string>& devices = placement->devices.devices;
