@@ -17,7 +17,7 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
   --function=NAME       function to time (repeatable; default main, else the only one)
   --input=@FILE.npy     next argument (repeatable), as for kiln run
   --input=LITERAL
-  --device=KIND[N]      device to run on (default ref[0])
+  --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM)
   --repetitions=N       timed calls per function (default 10)
   --warmup=N            untimed calls before them (default 1)
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
@@ -64,7 +64,7 @@ int runBench(const std::vector<std::string>& args) {
   if (!warmup.ok()) return fail(warmup.diags());
   if (*reps < 1) return fail(error(Loc::named("--repetitions"), "needs at least 1"));
   if (Status t = applyCpuThreadsFlag(a); !t.ok()) return fail(t.diags());
-  std::string device = "ref[0]";
+  std::string device = defaultDeviceName();
   if (a.has("device")) {
     auto id = checkDevice(a.get("device"));
     if (!id.ok()) return fail(id.diags());

@@ -17,7 +17,8 @@ Compiles a module for one or more devices and writes a .kmod module file (kiln r
 kiln dump).
 
   -o, --output=FILE     where to write (the .kmod, or the text of --emit)
-  --device=KIND[N]      device the module runs on (default ref[0]); repeatable: the
+  --device=KIND[N]      device the module runs on (default cpu[0], ref[0] in builds
+                        without LLVM); repeatable: the
                         declared devices, the first is the default (docs/devices.md)
   --devices=auto        declare every device the program references
   --place=PATTERN=DEV   pin ops matching the glob PATTERN to device DEV (repeatable)

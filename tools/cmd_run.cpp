@@ -14,7 +14,8 @@ const char* const kRunHelp = R"(usage: kiln run FILE.kmod|FILE.kir|MODEL.onnx|- 
 Runs one function of a module and prints or writes its results. A .kir file (or stdin)
 is compiled in memory first; a .kmod file runs as compiled.
 
-  --device=KIND[N]      device to run on (default ref[0]; for a .kmod, the device it was
+  --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM;
+                        for a .kmod, the device it was
                         compiled for; see kiln devices). For a source model it is
                         repeatable, as in kiln compile: the devices to place it on
   --devices=auto        (source models) declare every device the program references
@@ -60,7 +61,7 @@ int runRun(const std::vector<std::string>& args) {
     return fail(error(Loc::named(a.positional[0]),
                       "a .kmod runs as it was compiled; --devices, --place, --partition and "
                       "more than one --device apply to source models"));
-  std::string device = "ref[0]";
+  std::string device = defaultDeviceName();
   if (devices.size() == 1) {
     auto id = checkDevice(devices[0]);
     if (!id.ok()) return fail(id.diags());

@@ -116,7 +116,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
-  bool placed = needsSchedule(*module, p.entries) &&
+  bool schedule = needsSchedule(*module, p.entries);
+  bool placed = schedule &&
                 (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
                  po.stages || po.affinity || mentionsDevices(*module));
   if (placed) {
@@ -134,7 +135,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   if (opts.afterPlacement) KILN_CHECK(opts.afterPlacement(*module));
   bool sim = defaultDevice.starts_with("sim[");
   bool cpu = defaultDevice.starts_with("cpu[");
-  if (sim || cpu) {
+  // A module that is already a schedule keeps its kernels as they are.
+  if ((sim || cpu) && schedule) {
     // The simulator and the CPU run kernel IR: form dispatches and lower them.
     if (placed)
       return error(Loc::named("--device"), "the " + std::string(sim ? "sim" : "cpu") +

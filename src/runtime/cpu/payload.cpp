@@ -116,8 +116,8 @@ Result<CpuPayload> parseCpuPayload(const std::string& bytes) {
   KILN_TRY(p.cpu, r.str("the CPU name"));
   KILN_TRY(p.features, r.list("the feature list"));
   KILN_TRY(p.ir, r.str("the kernel IR"));
-  // A kernel takes at least its three strings' lengths, its flag and its symbol count.
-  KILN_TRY(uint64_t kernels, r.count("the kernel list", 8 * 4 + 1));
+  // A kernel takes at least its two strings' lengths, its flag and its symbol count.
+  KILN_TRY(uint64_t kernels, r.count("the kernel list", 8 * 3 + 1));
   for (uint64_t i = 0; i < kernels; ++i) {
     CpuKernelInfo k;
     KILN_TRY(k.name, r.str("a kernel name"));
