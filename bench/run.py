@@ -216,6 +216,11 @@ def relative_error(got, want):
     return float(np.abs(got.astype(np.float64) - want).max()) / scale
 
 
+def fmt_ms(ms):
+    """3 decimals like kiln bench prints, 3 significant digits below 1 ms."""
+    return f"{ms:.3f}" if ms >= 1 else f"{ms:.3g}"
+
+
 class Report:
     def __init__(self):
         self.failures = []
@@ -228,9 +233,9 @@ class Report:
         for name, kiln_ms, ref_ms in rows:
             if isinstance(kiln_ms, float):
                 ratio = f"{kiln_ms / ref_ms:.2f}" if ref_ms > 0 else "-"
-                print(f"| {name} | {kiln_ms:.3f} | {ref_ms:.3f} | {ratio} |")
+                print(f"| {name} | {kiln_ms:.3f} | {fmt_ms(ref_ms)} | {ratio} |")
             else:
-                print(f"| {name} | error | {ref_ms:.3f} | - |")
+                print(f"| {name} | error | {fmt_ms(ref_ms)} | - |")
         print()
         for line in notes:
             print(line)
