@@ -10,7 +10,7 @@ number of threads. kiln's outputs (from one `kiln run`) are checked against the
 reference's. docs/bench.md says what each workload is.
 
 usage: run.py [--device=cpu] [--threads=N] [--quick] [--only=gemm|decoder]
-              [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
+              [--match=TEXT] [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
 Exit status 1 when kiln fails on a workload or its outputs do not match the reference.
 """
 import argparse
@@ -45,6 +45,7 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="small shapes and 2 repetitions (CI; minutes on ref with full shapes)")
     p.add_argument("--only", choices=["gemm", "decoder"], help="run one group of workloads")
+    p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT")
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"),
                    help="the kiln binary (default build/tools/kiln)")
     p.add_argument("--repetitions", type=int, help="timed calls (default 10, 2 with --quick)")
@@ -111,6 +112,10 @@ def decoder_workloads(layer):
     out = [(f"decoder prefill {t} tokens", t, 0) for t in layer.prefill]
     out += [(f"decoder decode 1 token, context {c}", 1, c) for c in layer.contexts]
     return out
+
+
+def selected(workloads):
+    return [w for w in workloads if not ARGS.match or ARGS.match in w[0]]
 
 
 # ---- files --------------------------------------------------------------------------------
@@ -278,8 +283,8 @@ class Report:
 def blas_library():
     """The BLAS shared object numpy loaded, and a way to set its threads."""
     np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)
-    libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
-                   if re.search(r"(open)?blas", line.split()[-1] if line.split() else "")})
+    paths = {line.split()[-1] for line in open("/proc/self/maps") if "/" in line}
+    libs = sorted(p for p in paths if "blas" in os.path.basename(p))
     return libs[0] if libs else "unknown"
 
 
@@ -293,11 +298,14 @@ def set_openblas_threads(lib):
 
 
 def bench_gemm(report, tmp, quick):
+    workloads = selected(gemm_workloads(quick))
+    if not workloads:
+        return
     rng = np.random.default_rng(0)
     lib = blas_library()
     set_openblas_threads(lib)
     rows = []
-    for i, (name, m, k, n, dt) in enumerate(gemm_workloads(quick)):
+    for i, (name, m, k, n, dt) in enumerate(workloads):
         folder = os.path.join(tmp, f"gemm{i}")
         os.makedirs(folder)
         a = rng.standard_normal((m, k), dtype=np.float32)
@@ -491,16 +499,19 @@ class TorchLayer:
 
 
 def bench_decoder(report, tmp, quick):
+    layer = Layer(quick)
+    workloads = selected(decoder_workloads(layer))
+    if not workloads:
+        return
     import torch
     torch.set_num_threads(ARGS.threads)
-    layer = Layer(quick)
     rng = np.random.default_rng(1)
     weights = decoder_weights(layer, rng)
     save_safetensors(os.path.join(tmp, "decoder.safetensors"),
                      {n: ("F32", w) for n, w in weights.items()})
     ref = TorchLayer(layer, weights)
     rows = []
-    for i, (name, t, past) in enumerate(decoder_workloads(layer)):
+    for i, (name, t, past) in enumerate(workloads):
         x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
         cos, sin = rotary_tables(layer, range(past, past + t))
         inputs = {"x": x, "cos": cos, "sin": sin}
@@ -542,6 +553,11 @@ def cpu_name():
 def main():
     if not os.path.isfile(ARGS.kiln):
         sys.exit(f"run.py: error: no kiln binary at {ARGS.kiln} (build it, or pass --kiln=PATH)")
+    groups = [g for g in ("gemm", "decoder") if ARGS.only in (None, g)]
+    chosen = (selected(gemm_workloads(ARGS.quick)) if "gemm" in groups else []) + \
+        (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else [])
+    if not chosen:
+        sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
     report = Report()
     print(f"kiln bench: device {ARGS.device}, {ARGS.threads} threads, {ARGS.repetitions} repetitions "
           f"after {ARGS.warmup} warmup, medians; {cpu_name()} ({os.cpu_count()} cores)"
