@@ -20,7 +20,6 @@ import os
 import platform
 import re
 import shutil
-import statistics
 import struct
 import subprocess
 import sys
@@ -211,7 +210,9 @@ def reference_median_ms(fn):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    # kiln bench's median: the element at round(0.5 * (n - 1)), the upper middle for even n.
+    times.sort()
+    return times[int(0.5 * (len(times) - 1) + 0.5)] * 1e3
 
 
 def relative_error(got, want):
