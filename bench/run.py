@@ -49,6 +49,8 @@ def parse_args():
                    help="the kiln binary (default build/tools/kiln)")
     p.add_argument("--repetitions", type=int, help="timed calls (default 10, 2 with --quick)")
     p.add_argument("--warmup", type=int, help="untimed calls first (default 2, 1 with --quick)")
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="seconds one kiln command may take before it counts as failed (default 1800)")
     p.add_argument("--no-check", action="store_true", help="skip the numerical check (one kiln run each)")
     p.add_argument("--keep", metavar="DIR", help="write the workloads to DIR and keep them")
     a = p.parse_args()
@@ -181,11 +183,18 @@ def kiln_cmd(command, kir, inputs):
     return cmd
 
 
+def run_kiln(cmd):
+    """Runs a kiln command; a timeout reads as a failure with its own message."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=ARGS.timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 1, "", f"timed out after {ARGS.timeout:g} s (--timeout)")
+
+
 def kiln_outputs(kir, inputs, count, folder):
     """Runs kiln once; returns its outputs, or an error string."""
     outs = [os.path.join(folder, f"out{i}.npy") for i in range(count)]
-    r = subprocess.run(kiln_cmd("run", kir, inputs) + [f"--output=@{o}" for o in outs],
-                       capture_output=True, text=True)
+    r = run_kiln(kiln_cmd("run", kir, inputs) + [f"--output=@{o}" for o in outs])
     if r.returncode != 0:
         return f"kiln run failed:\n{r.stderr.strip()}"
     return [np.load(o) for o in outs]
@@ -195,7 +204,7 @@ def kiln_median_ms(kir, inputs):
     """Times kiln with `kiln bench`; returns the median in ms, or an error string."""
     cmd = kiln_cmd("bench", kir, inputs) + [f"--repetitions={ARGS.repetitions}",
                                             f"--warmup={ARGS.warmup}"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = run_kiln(cmd)
     m = re.search(r"^@main: median ([0-9.]+) ms", r.stdout, re.M)
     if r.returncode != 0 or not m:
         return f"kiln bench failed:\n{r.stderr.strip() or r.stdout.strip()}"
@@ -232,6 +241,11 @@ class Report:
         self.failures = []
         self.checked = []  # (workload, largest relative error)
 
+    def fail(self, message):
+        """Records a failure; it is printed at once on stderr and again at the end."""
+        print(f"FAIL {message}", file=sys.stderr, flush=True)
+        self.failures.append(message)
+
     def table(self, title, rows, notes):
         print(f"\n### {title}\n")
         print("| workload | kiln ms | reference ms | ratio |")
@@ -252,18 +266,18 @@ class Report:
         if not ARGS.no_check:
             got = kiln_outputs(kir, inputs, len(want), folder)
             if isinstance(got, str):
-                self.failures.append(f"{name}: {got}")
+                self.fail(f"{name}: {got}")
                 return None
             errors = [relative_error(g, w) for g, w in zip(got, want)]
             worst = max(errors)
             self.checked.append((name, worst))
             if not worst <= TOLERANCE:
-                self.failures.append(f"{name}: kiln differs from the reference, relative error "
+                self.fail(f"{name}: kiln differs from the reference, relative error "
                                      f"{worst:.3g} > {TOLERANCE:g} (output shapes "
                                      f"{[g.shape for g in got]} vs {[w.shape for w in want]})")
         ms = kiln_median_ms(kir, inputs)
         if isinstance(ms, str):
-            self.failures.append(f"{name}: {ms}")
+            self.fail(f"{name}: {ms}")
             return None
         return ms
 
