@@ -48,7 +48,7 @@ bool close(const HostTensor& got, const HostTensor& want, std::string& why) {
       }
     return true;
   }
-  double scale = 1, tol = want.elem() == ElemType::F64 ? 1e-9
+  double scale = 1, tol = want.elem() == ElemType::F64   ? 1e-9
                           : want.elem() == ElemType::F32 ? 2e-5
                                                          : 2e-2;
   for (int64_t i = 0; i < want.numElements(); ++i)
