@@ -68,6 +68,9 @@ Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>&
 // --target=NAME and --tile-config=FILE (kiln opt, kiln compile --emit=kernels): set the
 // codegen target and the manual tiles the codegen passes read.
 Status applyCodegenFlags(const ParsedArgs& a);
+// --cpu-threads=N (kiln run, kiln bench): the cpu devices' thread count; applied before a
+// device is opened.
+Status applyCpuThreadsFlag(const ParsedArgs& a);
 // --device: well-formed and present on this machine.
 Result<hal::DeviceId> checkDevice(const std::string& spec);
 

@@ -17,9 +17,10 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
   --function=NAME       function to time (repeatable; default main, else the only one)
   --input=@FILE.npy     next argument (repeatable), as for kiln run
   --input=LITERAL
-  --device=KIND[N]      device to run on (default ref[0])
+  --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM)
   --repetitions=N       timed calls per function (default 10)
   --warmup=N            untimed calls before them (default 1)
+  --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   -h, --help            show this help
 )";
 
@@ -43,8 +44,9 @@ std::string ms(double seconds) {
 
 int runBench(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = {
-      {"function", true, true, ""},     {"input", true, true, ""},   {"device", true, false, ""},
-      {"repetitions", true, false, ""}, {"warmup", true, false, ""},
+      {"function", true, true, ""}, {"input", true, true, ""},
+      {"device", true, false, ""},  {"repetitions", true, false, ""},
+      {"warmup", true, false, ""},  {"cpu-threads", true, false, ""},
   };
   auto parsed = parseArgs(args, specs, "bench");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -61,7 +63,8 @@ int runBench(const std::vector<std::string>& args) {
   auto warmup = count(a, "warmup", 1);
   if (!warmup.ok()) return fail(warmup.diags());
   if (*reps < 1) return fail(error(Loc::named("--repetitions"), "needs at least 1"));
-  std::string device = "ref[0]";
+  if (Status t = applyCpuThreadsFlag(a); !t.ok()) return fail(t.diags());
+  std::string device = defaultDeviceName();
   if (a.has("device")) {
     auto id = checkDevice(a.get("device"));
     if (!id.ok()) return fail(id.diags());

@@ -17,7 +17,8 @@ Compiles a module for one or more devices and writes a .kmod module file (kiln r
 kiln dump).
 
   -o, --output=FILE     where to write (the .kmod, or the text of --emit)
-  --device=KIND[N]      device the module runs on (default ref[0]); repeatable: the
+  --device=KIND[N]      device the module runs on (default cpu[0], ref[0] in builds
+                        without LLVM); repeatable: the
                         declared devices, the first is the default (docs/devices.md)
   --devices=auto        declare every device the program references
   --place=PATTERN=DEV   pin ops matching the glob PATTERN to device DEV (repeatable)
@@ -31,9 +32,13 @@ kiln dump).
   --emit=kernels        run the codegen pipeline (fuse, collapse-dims, tile, pad, lower)
                         and print every kernel with its workgroup size, shared-memory bytes
                         and the target's limit
-  --target=NAME         codegen target for --emit=kernels: cpu, cpu:x86-64-v2|v3|v4,
-                        vulkan:lavapipe, vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a,
-                        amdgpu:gfx942, amdgpu:gfx1100
+  --emit=llvm           the cpu device's kernels as optimized LLVM IR
+  --emit=asm            the cpu device's kernels as x86-64 assembly
+  --target=NAME         the CPU code's target for the cpu device: cpu (this machine's CPU,
+                        the default), cpu:x86-64-v2, cpu:x86-64-v3, cpu:x86-64-v4; for
+                        --emit=kernels any codegen target: those, vulkan:lavapipe,
+                        vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
+                        amdgpu:gfx1100
   --tile-config=FILE    manual tiles per kernel for --emit=kernels (docs/codegen.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
@@ -61,15 +66,27 @@ int runCompile(const std::vector<std::string>& args) {
                                  std::to_string(a.positional.size())));
   std::string emit = a.get("emit", "kmod");
   if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot" &&
-      emit != "kernels")
+      emit != "kernels" && emit != "llvm" && emit != "asm")
+    return fail(error(Loc::named("--emit"), "unknown value '" + emit +
+                                                "' (expected kir, schedule, placement-dot, "
+                                                "kernels, llvm or asm)"));
+  bool cpuCode = emit == "kmod" || emit == "schedule" || emit == "llvm" || emit == "asm";
+  std::string target = a.get("target", "cpu");
+  if (a.has("target") && emit != "kernels" && !(cpuCode && target.starts_with("cpu")))
     return fail(
-        error(Loc::named("--emit"),
-              "unknown value '" + emit + "' (expected kir, schedule, placement-dot or kernels)"));
-  if ((a.has("target") || a.has("tile-config")) && emit != "kernels")
-    return fail(error(Loc{}, "--target and --tile-config go with --emit=kernels (the runtime "
-                             "has no code-generating device yet)"));
-  Status codegenFlags = applyCodegenFlags(a);
-  if (!codegenFlags.ok()) return fail(codegenFlags.diags());
+        error(Loc::named("--target"), "'" + target +
+                                          "' is a codegen target for --emit=kernels; a module file "
+                                          "takes a CPU target (cpu, cpu:x86-64-v2, -v3, -v4)"));
+  if (a.has("tile-config") && emit != "kernels" && !cpuCode)
+    return fail(error(Loc{}, "--tile-config goes with --emit=kernels or a cpu module"));
+  if (emit == "kernels") {
+    Status codegenFlags = applyCodegenFlags(a);
+    if (!codegenFlags.ok()) return fail(codegenFlags.diags());
+  } else if (a.has("tile-config")) {
+    auto overrides = readTileConfig(a.get("tile-config"));
+    if (!overrides.ok()) return fail(overrides.diags());
+    codegenContext().overrides = *overrides;
+  }
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc::named("--report"),
                       "unknown value '" + a.get("report") + "' (expected placement)"));
@@ -92,6 +109,12 @@ int runCompile(const std::vector<std::string>& args) {
     if (!id.ok()) return fail(id.diags());
   }
   opts.embedWeights = !a.has("external-weights");
+  opts.cpuTarget = target;
+  std::string cpuText;
+  if (emit == "llvm" || emit == "asm") {
+    opts.cpuTextKind = emit;
+    opts.cpuText = &cpuText;
+  }
   std::string side; // the report, or the dot graph
   opts.afterPlacement = [&](const Module& m) -> Status {
     if (report) {
@@ -119,7 +142,15 @@ int runCompile(const std::vector<std::string>& args) {
   } else {
     auto program = compileProgram(module.take(), opts);
     if (!program.ok()) return fail(program.diags());
-    if (emit == "schedule") {
+    if (emit == "llvm" || emit == "asm") {
+      bool onCpu = false;
+      for (const ExecutableImage& e : program->executables) onCpu = onCpu || e.target == "cpu";
+      if (!onCpu)
+        return fail(error(Loc::named("--emit"), "--emit=" + emit +
+                                                    " shows the cpu device's code; this module "
+                                                    "does not run on cpu (add --device=cpu)"));
+      text = cpuText;
+    } else if (emit == "schedule") {
       text = printSchedule(*program);
     } else if (emit == "placement-dot") {
       text = side;

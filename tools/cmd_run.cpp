@@ -14,7 +14,8 @@ const char* const kRunHelp = R"(usage: kiln run FILE.kmod|FILE.kir|MODEL.onnx|- 
 Runs one function of a module and prints or writes its results. A .kir file (or stdin)
 is compiled in memory first; a .kmod file runs as compiled.
 
-  --device=KIND[N]      device to run on (default ref[0]; for a .kmod, the device it was
+  --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM;
+                        for a .kmod, the device it was
                         compiled for; see kiln devices). For a source model it is
                         repeatable, as in kiln compile: the devices to place it on
   --devices=auto        (source models) declare every device the program references
@@ -26,6 +27,7 @@ is compiled in memory first; a .kmod file runs as compiled.
                         4xi64=0 (one value fills all), nan/inf/-inf, true/false for i1
   --output=@FILE.npy    write the next result to FILE.npy (repeatable, in result order)
   --output-dir=DIR      write result i to DIR/i.npy (DIR is created if missing)
+  --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   -h, --help            show this help
 
 Without --output or --output-dir each result is printed as `result[i]: tensor<...> [...]`.
@@ -37,6 +39,7 @@ int runRun(const std::vector<std::string>& args) {
       {"input", true, true, ""},
       {"output", true, true, ""},
       {"output-dir", true, false, ""},
+      {"cpu-threads", true, false, ""},
   });
   auto parsed = parseArgs(args, specs, "run");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -48,6 +51,7 @@ int runRun(const std::vector<std::string>& args) {
   if (a.positional.size() != 1)
     return fail(error(Loc{}, "kiln run needs exactly one input file (or - for stdin), got " +
                                  std::to_string(a.positional.size())));
+  if (Status t = applyCpuThreadsFlag(a); !t.ok()) return fail(t.diags());
   auto placement = placementFlags(*parsed);
   if (!placement.ok()) return fail(placement.diags());
   const std::vector<std::string>& devices = placement->devices.devices;
@@ -57,7 +61,7 @@ int runRun(const std::vector<std::string>& args) {
     return fail(error(Loc::named(a.positional[0]),
                       "a .kmod runs as it was compiled; --devices, --place, --partition and "
                       "more than one --device apply to source models"));
-  std::string device = "ref[0]";
+  std::string device = defaultDeviceName();
   if (devices.size() == 1) {
     auto id = checkDevice(devices[0]);
     if (!id.ok()) return fail(id.diags());

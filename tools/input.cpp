@@ -4,6 +4,7 @@
 
 #include "backends/target.h"
 #include "cli.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/module_format.h"
 
 namespace kiln::cli {
@@ -101,6 +102,17 @@ Result<hal::DeviceId> checkDevice(const std::string& spec) {
   KILN_TRY(hal::DeviceId id, hal::parseDeviceId(spec, loc));
   KILN_CHECK(hal::openDevice(id, loc));
   return id;
+}
+
+Status applyCpuThreadsFlag(const ParsedArgs& a) {
+  if (!a.has("cpu-threads")) return ok();
+  const std::string v = a.get("cpu-threads");
+  if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(v) < 1 || std::stoi(v) > 1024)
+    return error(Loc::named("--cpu-threads"),
+                 "expected a thread count from 1 to 1024, got '" + v + "'");
+  hal::cpu::setCpuThreads(std::stoi(v));
+  return ok();
 }
 
 Status applyCodegenFlags(const ParsedArgs& a) {

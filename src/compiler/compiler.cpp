@@ -7,6 +7,7 @@
 #include <iostream>
 #include <set>
 
+#include "backends/target.h"
 #include "compiler/memory.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -14,6 +15,9 @@
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "runtime/drivers.h"
+#ifdef KILN_HAVE_LLVM
+#include "backends/cpu/cpu_backend.h"
+#endif
 
 namespace kiln {
 
@@ -52,11 +56,58 @@ bool needsSchedule(const Module& m, const std::vector<std::string>& entries) {
   return true;
 }
 
+// Runs the codegen pipeline for a device that runs kernel IR: sim on the current codegen
+// target, cpu on the description of its CPU target.
+Status lowerForDevice(Module& module, bool cpu, const std::string& cpuTarget) {
+  CodegenContext& cg = codegenContext();
+  CodegenContext saved = cg;
+  if (cpu) {
+#ifdef KILN_HAVE_LLVM
+    KILN_TRY(cg.target, cpu::cpuCodegenTarget(cpuTarget));
+#else
+    (void)cpuTarget;
+#endif
+  }
+  PassManager codegen;
+  Status s = codegen.addPipeline("fuse,collapse-dims,tile,pad,lower");
+  if (s.ok()) s = codegen.run(module, std::cerr);
+  cg = saved;
+  return s;
+}
+
+// The payload of the cpu executable: every kernel function, lowered ones as code.
+Result<std::string> cpuExecutable(const Module& m, const std::set<std::string>& entries,
+                                  const std::string& irText, const CompileOptions& opts) {
+#ifdef KILN_HAVE_LLVM
+  std::vector<const Func*> kernels;
+  for (const auto& f : m.funcs())
+    if (!entries.count(f->name())) kernels.push_back(f.get());
+  cpu::CpuOutput out = opts.cpuTextKind == "llvm"  ? cpu::CpuOutput::LlvmIr
+                       : opts.cpuTextKind == "asm" ? cpu::CpuOutput::Assembly
+                                                   : cpu::CpuOutput::Executable;
+  KILN_TRY(cpu::CpuCompiled c, cpu::compileCpuKernels(m, kernels, irText, opts.cpuTarget, out));
+  if (opts.cpuText) *opts.cpuText = c.text;
+  return cpu::serializeCpuPayload(c.payload);
+#else
+  (void)m, (void)entries, (void)irText, (void)opts;
+  return error(Loc::named("--device"),
+               "this kiln was built without LLVM 19, so it has no CPU "
+               "backend; install llvm-19-dev and liblld-19-dev and rebuild");
+#endif
+}
+
 } // namespace
+
+std::string defaultDeviceName() {
+#ifdef KILN_HAVE_LLVM
+  if (hal::lookupDriver("cpu")) return "cpu[0]";
+#endif
+  return "ref[0]";
+}
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts) {
   const PlacementOptions& po = opts.placement;
-  std::string defaultDevice = "ref[0]";
+  std::string defaultDevice = defaultDeviceName();
   for (size_t i = 0; i < po.devices.devices.size(); ++i) {
     KILN_TRY(hal::DeviceId id, hal::parseDeviceId(po.devices.devices[i], Loc::named("--device")));
     if (i == 0) defaultDevice = id.str();
@@ -65,7 +116,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
-  bool placed = needsSchedule(*module, p.entries) &&
+  bool schedule = needsSchedule(*module, p.entries);
+  bool placed = schedule &&
                 (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
                  po.stages || po.affinity || mentionsDevices(*module));
   if (placed) {
@@ -81,14 +133,16 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_CHECK(createShapeInferPass()->run(*module));
   }
   if (opts.afterPlacement) KILN_CHECK(opts.afterPlacement(*module));
-  if (defaultDevice.starts_with("sim[")) {
-    // The simulator runs kernel IR: form dispatches and lower them (the codegen pipeline).
+  bool sim = defaultDevice.starts_with("sim[");
+  bool cpu = defaultDevice.starts_with("cpu[");
+  // A module that is already a schedule keeps its kernels as they are.
+  if ((sim || cpu) && schedule) {
+    // The simulator and the CPU run kernel IR: form dispatches and lower them.
     if (placed)
-      return error(Loc::named("--device"), "the sim device runs a module on its own; it cannot be "
-                                           "combined with other devices or placement yet");
-    PassManager codegen;
-    KILN_CHECK(codegen.addPipeline("fuse,collapse-dims,tile,pad,lower"));
-    KILN_CHECK(codegen.run(*module, std::cerr));
+      return error(Loc::named("--device"), "the " + std::string(sim ? "sim" : "cpu") +
+                                               " device runs a module on its own; it cannot be "
+                                               "combined with other devices or placement yet");
+    KILN_CHECK(lowerForDevice(*module, cpu, opts.cpuTarget));
   }
   ScheduleOptions so;
   so.device = defaultDevice;
@@ -120,8 +174,15 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   PrintOptions kernels;
   kernels.locs = true;
   kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
-  for (const std::string& target : targetOrder)
-    p.executables.push_back({target, printModule(*module, kernels)});
+  for (const std::string& target : targetOrder) {
+    std::string ir = printModule(*module, kernels);
+    if (target == "cpu") {
+      KILN_TRY(std::string payload, cpuExecutable(*module, entries, ir, opts));
+      p.executables.push_back({target, std::move(payload)});
+    } else {
+      p.executables.push_back({target, std::move(ir)});
+    }
+  }
 
   WeightStore store(*module);
   for (const auto& f : module->funcs())

@@ -30,7 +30,18 @@ struct CompileOptions {
   // Copy every weight into the module; otherwise the module references the weight files
   // (weights held in memory by the Module, an imported model's, are embedded regardless).
   bool embedWeights = true;
+  // The CPU code's target when a cpu device runs the module: "cpu" (the host) or a level
+  // such as "cpu:x86-64-v3" (src/backends/cpu/cpu_backend.h).
+  std::string cpuTarget = "cpu";
+  // When set, receives the cpu executable's code as text instead of a shared object:
+  // "llvm" (optimized LLVM IR) or "asm" (x86-64 assembly) — kiln compile --emit=llvm|asm.
+  std::string cpuTextKind;
+  std::string* cpuText = nullptr;
 };
+
+// The device a module runs on when nothing names one: cpu[0] when this build has the CPU
+// backend, ref[0] otherwise.
+std::string defaultDeviceName();
 
 Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOptions& opts);
 

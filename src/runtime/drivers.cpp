@@ -4,13 +4,14 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/cpu/cpu.h"
 #include "runtime/ref/ref.h"
 
 namespace kiln::hal {
 
 const std::vector<Driver*>& drivers() {
   // One row per driver; later drivers (cpu, vulkan, hip) add theirs here.
-  static const std::vector<Driver*> all = {ref::refDriver(), ref::simDriver()};
+  static const std::vector<Driver*> all = {ref::refDriver(), ref::simDriver(), cpu::cpuDriver()};
   return all;
 }
 

@@ -19,12 +19,14 @@
 #include <set>
 #include <sstream>
 
+#include "compiler/compiler.h"
 #include "frontends/onnx/import.h"
 #include "frontends/onnx/onnx_proto.h"
 #include "frontends/onnx/tensor.h"
 #include "ir/interp.h"
 #include "ir/weights.h"
 #include "passes/pass_manager.h"
+#include "runtime/executor.h"
 #include "runtime/sim/sim.h"
 
 namespace fs = std::filesystem;
@@ -51,6 +53,9 @@ struct Config {
   // Run on the kernel-IR simulator: compile with the `codegen` pipeline (fuse, tile, pad,
   // lower) and execute the lowered kernels thread by thread.
   bool sim = false;
+  // Run on the cpu device: compile the imported module for cpu[0] (LLVM code) and call it
+  // through the executor, as `kiln run --device=cpu` does.
+  bool cpu = false;
 };
 
 std::string trim(const std::string& s) {
@@ -273,6 +278,8 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
   double worst = 0;
   bool constantShapes = false;
   bool lowered = false; // the codegen pipeline ran on the imported module (--device=sim)
+  std::unique_ptr<kiln::Executor> cpuExec; // the module compiled for cpu[0] (--device=cpu)
+  std::string cpuEntry;
   for (const fs::path& set : sets) {
     auto ds = readDataSet(set, model.graph());
     if (!ds.ok()) {
@@ -312,7 +319,24 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       }
       inputs.push_back(it->second);
     }
-    for (const auto& [wn, t] : im.weights) im.module->setWeightData(wn, t);
+    if (im.module)
+      for (const auto& [wn, t] : im.weights) im.module->setWeightData(wn, t);
+    if (cfg.cpu && !cpuExec) {
+      kiln::CompileOptions co;
+      co.placement.devices.devices = {"cpu[0]"};
+      cpuEntry = im.module->funcs()[0]->name();
+      auto program = kiln::compileProgram(std::move(imp->module), co);
+      if (!program.ok()) {
+        line = "FAIL " + name + ": compile for cpu: " + program.diags().list[0].str();
+        return Outcome::Failed;
+      }
+      auto ex = kiln::Executor::create(std::make_shared<const kiln::Program>(program.take()), {});
+      if (!ex.ok()) {
+        line = "FAIL " + name + ": load on cpu: " + ex.diags().list[0].str();
+        return Outcome::Failed;
+      }
+      cpuExec = ex.take();
+    }
     if (cfg.sim && !lowered) {
       PassManager pm;
       Status compiled = pm.addPipeline("codegen");
@@ -323,9 +347,14 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       }
       lowered = true;
     }
-    WeightStore weights(*im.module);
-    auto results = cfg.sim ? sim::runOnSim(*im.module->funcs()[0], inputs, weights)
-                           : interpret(*im.module->funcs()[0], inputs, weights);
+    Result<std::vector<HostTensor>> results = error(Loc{}, "not run");
+    if (cfg.cpu) {
+      results = cpuExec->call(cpuEntry, inputs);
+    } else {
+      WeightStore weights(*im.module);
+      results = cfg.sim ? sim::runOnSim(*im.module->funcs()[0], inputs, weights)
+                        : interpret(*im.module->funcs()[0], inputs, weights);
+    }
     if (!results.ok()) {
       line = "FAIL " + name + ": " + results.diags().list[0].str();
       return Outcome::Failed;
@@ -353,14 +382,15 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
 }
 
 const char* const kHelp =
-    R"(usage: kiln-onnx-conformance [--device=ref] [--filter=REGEX] [--min-rate=DIR=RATE]... DIR...
+    R"(usage: kiln-onnx-conformance [--device=ref|sim|cpu] [--filter=REGEX] [--min-rate=DIR=RATE]... DIR...
 
 Runs every test_*/ folder under each DIR (folders of Debian's libonnx-testdata such as
 /usr/share/libonnx-testdata/data/node) and prints one line per test, then
 `N passed, M failed, K skipped`.
 
-  --device=ref|sim      ref: the reference interpreter; sim: compile with the codegen
-                        pipeline and run the lowered kernels on the kernel-IR simulator
+  --device=ref|sim|cpu  ref: the reference interpreter; sim: compile with the codegen
+                        pipeline and run the lowered kernels on the kernel-IR simulator;
+                        cpu: compile for cpu[0] (LLVM) and run through the executor
   --filter=REGEX        only tests whose folder name matches REGEX (search, not whole)
   --rules=FILE          unsupported categories (default: unsupported.txt beside the source)
   --tolerances=FILE     per-test tolerances (default: tolerances.txt beside the source)
@@ -391,9 +421,11 @@ int main(int argc, char** argv) {
     } else if (auto v = value("--device")) {
       if (*v == "sim" || *v == "sim[0]") {
         cfg.sim = true;
+      } else if (*v == "cpu" || *v == "cpu[0]") {
+        cfg.cpu = true;
       } else if (*v != "ref" && *v != "ref[0]") {
         std::cerr << "kiln-onnx-conformance: error: unknown device '" << *v
-                  << "' (have: ref, sim)\n";
+                  << "' (have: ref, sim, cpu)\n";
         return 1;
       }
     } else if (auto f = value("--filter")) {

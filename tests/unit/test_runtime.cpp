@@ -32,7 +32,11 @@ func @twice(%x: tensor<3xi32>) -> (tensor<3xi32>) {
 }
 )";
 
+// These tests are about the runtime on ref devices; a module names no device, so ref[0] is
+// given explicitly (the default device is cpu[0] in builds with LLVM).
 Program compile(const std::string& text, CompileOptions opts = {}) {
+  if (opts.placement.devices.devices.empty() && !opts.placement.devices.autoDeclare)
+    opts.placement.devices.devices.push_back("ref[0]");
   auto m = parseModule(text, "t.kir");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.diags().str()));
   auto p = compileProgram(m.take(), opts);

@@ -60,6 +60,21 @@ Result<CpuTargetSpec> resolveCpuTarget(const std::string& name) {
   return spec;
 }
 
+Result<TargetDesc> cpuCodegenTarget(const std::string& name) {
+  if (name != "cpu") return lookupTarget(name);
+  KILN_TRY(CpuTargetSpec host, resolveCpuTarget("cpu"));
+  auto has = [&](const char* f) {
+    return std::find(host.required.begin(), host.required.end(), f) != host.required.end();
+  };
+  std::string level = has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")
+                          ? "cpu:x86-64-v4"
+                      : has("avx2") && has("fma") ? "cpu:x86-64-v3"
+                                                  : "cpu:x86-64-v2";
+  KILN_TRY(TargetDesc t, lookupTarget(level));
+  t.name = "cpu";
+  return t;
+}
+
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
                                       const std::string& irText, const std::string& target,
                                       CpuOutput output) {

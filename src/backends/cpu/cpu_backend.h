@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/llvm/machine.h"
+#include "backends/target.h"
 #include "ir/ir.h"
 #include "runtime/cpu/payload.h"
 
@@ -27,6 +28,11 @@ struct CpuTargetSpec {
 const std::vector<std::string>& cpuTargetNames();
 bool isCpuTargetName(const std::string& name);
 Result<CpuTargetSpec> resolveCpuTarget(const std::string& name);
+
+// The codegen target description (`tile`/`lower` strategy) for a CPU target name: the
+// table's row for a named level; for "cpu", the row of the best level the host supports
+// (x86-64-v4 with AVX-512, v3 with AVX2 and FMA, else v2), named "cpu".
+Result<TargetDesc> cpuCodegenTarget(const std::string& name);
 
 // What --emit= can show of the CPU code besides the executable itself.
 enum class CpuOutput { Executable, LlvmIr, Assembly };

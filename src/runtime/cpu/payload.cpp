@@ -1,87 +1,135 @@
-// CpuPayload serialization (temporary minimal version; the cpu driver's is authoritative).
-#include "runtime/cpu/payload.h"
-
-#include <cpuid.h>
+// The cpu executable's payload container: magic "KILNCPU1", then the fields of CpuPayload
+// in declaration order. A string is a u64 little-endian length and its bytes; a list is a
+// u64 count and its items; a bool is one byte (0 or 1). Every length and count is checked
+// against the bytes that remain, so a truncated or hostile payload is an error, not a read
+// past the end or a huge allocation.
 #include <cstring>
+
+#include "runtime/cpu/payload.h"
 
 namespace kiln::cpu {
 
-const std::vector<std::string>& checkableCpuFeatures() {
-  static const std::vector<std::string> f = {"sse4.2",  "avx",      "avx2",     "fma",     "f16c",
-                                             "avx512f", "avx512bw", "avx512dq", "avx512vl"};
-  return f;
+namespace {
+
+constexpr char kMagic[] = "KILNCPU1";
+constexpr size_t kMagicBytes = 8;
+
+void putU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-bool hostHasCpuFeature(const std::string&) { return true; }
-
-namespace {
-void put(std::string& out, const std::string& s) {
-  uint64_t n = s.size();
-  out.append(reinterpret_cast<const char*>(&n), 8);
+void putStr(std::string& out, const std::string& s) {
+  putU64(out, s.size());
   out += s;
 }
-struct Reader {
-  const std::string& s;
-  size_t at = 0;
-  bool bad = false;
-  std::string get() {
-    uint64_t n = 0;
-    if (s.size() - at < 8) {
-      bad = true;
-      return {};
-    }
-    std::memcpy(&n, s.data() + at, 8);
-    at += 8;
-    if (n > s.size() - at) {
-      bad = true;
-      return {};
-    }
-    std::string r = s.substr(at, n);
-    at += n;
-    return r;
+
+void putList(std::string& out, const std::vector<std::string>& l) {
+  putU64(out, l.size());
+  for (const std::string& s : l) putStr(out, s);
+}
+
+// Reads the container front to back; every failure names what it was reading.
+class Reader {
+public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+
+  size_t remaining() const { return bytes_.size() - pos_; }
+
+  Result<uint64_t> u64(const char* what) {
+    if (remaining() < 8) return truncated(what);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[pos_ + i])) << (8 * i);
+    pos_ += 8;
+    return v;
   }
+
+  Result<std::string> str(const char* what) {
+    KILN_TRY(uint64_t n, u64(what));
+    if (n > remaining()) return truncated(what);
+    std::string s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+
+  Result<bool> flag(const char* what) {
+    if (remaining() < 1) return truncated(what);
+    uint8_t b = static_cast<uint8_t>(bytes_[pos_++]);
+    if (b > 1) return bad(std::string("bad ") + what + " flag " + std::to_string(b));
+    return b == 1;
+  }
+
+  // A count of items that each take at least `minItemBytes`: a count the remaining bytes
+  // cannot hold is refused before anything is allocated for it.
+  Result<uint64_t> count(const char* what, uint64_t minItemBytes) {
+    KILN_TRY(uint64_t n, u64(what));
+    if (n > remaining() / minItemBytes) return truncated(what);
+    return n;
+  }
+
+  Result<std::vector<std::string>> list(const char* what) {
+    KILN_TRY(uint64_t n, count(what, 8));
+    std::vector<std::string> out;
+    for (uint64_t i = 0; i < n; ++i) {
+      KILN_TRY(std::string s, str(what));
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  Diag truncated(const char* what) const {
+    return bad(std::string("the payload is truncated or corrupt (reading ") + what + " at byte " +
+               std::to_string(pos_) + " of " + std::to_string(bytes_.size()) + ")");
+  }
+  static Diag bad(const std::string& message) {
+    return error(Loc::named("<cpu executable>"), message);
+  }
+
+private:
+  const std::string& bytes_;
+  size_t pos_ = kMagicBytes;
 };
+
 } // namespace
 
 std::string serializeCpuPayload(const CpuPayload& p) {
-  std::string out = "KILNCPU1";
-  put(out, p.cpu);
-  put(out, std::to_string(p.features.size()));
-  for (const auto& f : p.features) put(out, f);
-  put(out, p.ir);
-  put(out, std::to_string(p.kernels.size()));
-  for (const auto& k : p.kernels) {
-    put(out, k.name);
-    put(out, k.lowered ? "1" : "0");
-    put(out, k.symbol);
-    put(out, std::to_string(k.symbols.size()));
-    for (const auto& s : k.symbols) put(out, s);
+  std::string out(kMagic, kMagicBytes);
+  putStr(out, p.cpu);
+  putList(out, p.features);
+  putStr(out, p.ir);
+  putU64(out, p.kernels.size());
+  for (const CpuKernelInfo& k : p.kernels) {
+    putStr(out, k.name);
+    out.push_back(k.lowered ? 1 : 0);
+    putStr(out, k.symbol);
+    putList(out, k.symbols);
   }
-  put(out, p.sharedObject);
+  putStr(out, p.sharedObject);
   return out;
 }
 
 Result<CpuPayload> parseCpuPayload(const std::string& bytes) {
-  if (bytes.compare(0, 8, "KILNCPU1") != 0)
-    return error(Loc::named("<cpu executable>"), "bad magic");
-  Reader r{bytes, 8};
+  if (bytes.size() < kMagicBytes || std::memcmp(bytes.data(), kMagic, kMagicBytes) != 0)
+    return Reader::bad("not a cpu executable payload (no KILNCPU1 header)");
+  Reader r(bytes);
   CpuPayload p;
-  p.cpu = r.get();
-  size_t nf = std::stoul("0" + r.get());
-  for (size_t i = 0; i < nf && !r.bad; ++i) p.features.push_back(r.get());
-  p.ir = r.get();
-  size_t nk = std::stoul("0" + r.get());
-  for (size_t i = 0; i < nk && !r.bad; ++i) {
+  KILN_TRY(p.cpu, r.str("the CPU name"));
+  KILN_TRY(p.features, r.list("the feature list"));
+  KILN_TRY(p.ir, r.str("the kernel IR"));
+  // A kernel takes at least its two strings' lengths, its flag and its symbol count.
+  KILN_TRY(uint64_t kernels, r.count("the kernel list", 8 * 3 + 1));
+  for (uint64_t i = 0; i < kernels; ++i) {
     CpuKernelInfo k;
-    k.name = r.get();
-    k.lowered = r.get() == "1";
-    k.symbol = r.get();
-    size_t ns = std::stoul("0" + r.get());
-    for (size_t j = 0; j < ns && !r.bad; ++j) k.symbols.push_back(r.get());
-    p.kernels.push_back(k);
+    KILN_TRY(k.name, r.str("a kernel name"));
+    KILN_TRY(k.lowered, r.flag("a kernel's lowered"));
+    KILN_TRY(k.symbol, r.str("a kernel's entry point"));
+    KILN_TRY(k.symbols, r.list("a kernel's symbols"));
+    p.kernels.push_back(std::move(k));
   }
-  p.sharedObject = r.get();
-  if (r.bad) return error(Loc::named("<cpu executable>"), "truncated");
+  KILN_TRY(p.sharedObject, r.str("the shared object"));
+  if (r.remaining() != 0)
+    return Reader::bad("the payload has " + std::to_string(r.remaining()) +
+                       " bytes after its last field");
   return p;
 }
 

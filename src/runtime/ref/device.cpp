@@ -120,6 +120,20 @@ Status RefDevice::checkResident(const Binding& b, const std::string& kernel, con
   return ok();
 }
 
+Status RefDevice::dispatchLowered(const RefExecutable&, const Func& f,
+                                  const RefCommandBuffer::Command& c) {
+  // Kernel IR (sim devices): one buffer per argument, inputs then outputs, written in place.
+  std::vector<sim::BufferRef> bindings;
+  for (size_t i = 0; i < c.inputs.size() + c.outputs.size(); ++i) {
+    bool in = i < c.inputs.size();
+    const Binding& b = in ? c.inputs[i] : c.outputs[i - c.inputs.size()];
+    KILN_CHECK(checkResident(b, f.name(), in ? "input" : "output", in ? i : i - c.inputs.size()));
+    bindings.push_back({HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr)});
+  }
+  KILN_TRY(sim::Grid grid, sim::kernelGrid(f, c.dims));
+  return sim::runKernel(f, bindings, c.dims, grid);
+}
+
 Status RefDevice::dispatchNow(const RefCommandBuffer::Command& c) {
   Loc loc = Loc::named(id_.str());
   auto* exe = dynamic_cast<const RefExecutable*>(c.exe);
@@ -128,18 +142,7 @@ Status RefDevice::dispatchNow(const RefCommandBuffer::Command& c) {
     return error(loc, "dispatch of kernel " + std::to_string(c.kernel) +
                           " but the executable has " + std::to_string(exe->numKernels()));
   const Func& f = exe->kernel(c.kernel);
-  if (isLoweredKernel(f)) {
-    // Kernel IR (sim devices): one buffer per argument, inputs then outputs, written in place.
-    std::vector<sim::BufferRef> bindings;
-    for (size_t i = 0; i < c.inputs.size() + c.outputs.size(); ++i) {
-      bool in = i < c.inputs.size();
-      const Binding& b = in ? c.inputs[i] : c.outputs[i - c.inputs.size()];
-      KILN_CHECK(checkResident(b, f.name(), in ? "input" : "output", in ? i : i - c.inputs.size()));
-      bindings.push_back({HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr)});
-    }
-    KILN_TRY(sim::Grid grid, sim::kernelGrid(f, c.dims));
-    return sim::runKernel(f, bindings, c.dims, grid);
-  }
+  if (isLoweredKernel(f)) return dispatchLowered(*exe, f, c);
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Binding& b = c.inputs[i];

@@ -8,21 +8,27 @@ namespace kiln::hal::ref {
 Result<std::unique_ptr<RefExecutable>> RefExecutable::load(const std::string& target,
                                                            const std::string& payload) {
   auto exe = std::make_unique<RefExecutable>();
-  exe->target_ = target;
-  KILN_TRY(exe->module_, parseModule(payload, "<" + target + " executable>"));
-  KILN_CHECK(verifyModule(*exe->module_));
-  for (const auto& f : exe->module_->funcs()) {
+  KILN_CHECK(exe->parse(target, payload));
+  return exe;
+}
+
+Status RefExecutable::parse(const std::string& target, const std::string& irText) {
+  target_ = target;
+  KILN_TRY(module_, parseModule(irText, "<" + target + " executable>"));
+  KILN_CHECK(verifyModule(*module_));
+  bool kernelIr = target == "sim" || target == "cpu";
+  for (const auto& f : module_->funcs()) {
     for (const auto& op : f->ops()) {
       OpLevel level = op->info().level;
-      if (level == OpLevel::Tensor || (level == OpLevel::Kernel && target == "sim")) continue;
+      if (level == OpLevel::Tensor || (level == OpLevel::Kernel && kernelIr)) continue;
       return error(op->loc(), target + " kernel @" + f->name() + " contains the op '" +
                                   std::string(op->name()) + "', which a " + target +
                                   " device cannot run");
     }
-    exe->kernels_.push_back(f.get());
+    kernels_.push_back(f.get());
   }
-  exe->weights_ = std::make_unique<WeightStore>(*exe->module_);
-  return exe;
+  weights_ = std::make_unique<WeightStore>(*module_);
+  return ok();
 }
 
 } // namespace kiln::hal::ref

@@ -44,10 +44,13 @@ private:
 
 // The payload is kiln IR text: one function per kernel, in kernel order; tensor-level for
 // target "ref", tensor-level or lowered (kernel IR) for target "sim".
+// Derived executables (cpu) call parse() on their IR text and add what they need.
 class RefExecutable : public Executable {
 public:
   static Result<std::unique_ptr<RefExecutable>> load(const std::string& target,
                                                      const std::string& payload);
+  // Parses and verifies `irText`; kernel-level ops are allowed for targets "sim" and "cpu".
+  Status parse(const std::string& target, const std::string& irText);
   const std::string& target() const override { return target_; }
   size_t numKernels() const override { return kernels_.size(); }
   const std::string& kernelName(size_t index) const override { return kernels_[index]->name(); }
@@ -90,7 +93,7 @@ private:
 
 class RefDevice : public Device {
 public:
-  // `kind` is "ref" or "sim" (the target its executables have).
+  // `kind` is "ref", "sim" or "cpu" (the target its executables have).
   RefDevice(std::string kind, int64_t ordinal) : id_{std::move(kind), ordinal} {}
   const DeviceId& id() const override { return id_; }
   std::string description() const override;
@@ -108,10 +111,16 @@ public:
 
   void released(uint64_t bytes);
 
+protected:
+  // Runs a lowered kernel (kernel IR) `f` of `exe`: sim runs it on the simulator; the cpu
+  // device overrides this to call its compiled entry point.
+  virtual Status dispatchLowered(const RefExecutable& exe, const Func& f,
+                                 const RefCommandBuffer::Command& c);
+  Status checkResident(const Binding& b, const std::string& kernel, const char* role, size_t i);
+
 private:
   Status execute(const RefCommandBuffer::Command& c);
   Status dispatchNow(const RefCommandBuffer::Command& c);
-  Status checkResident(const Binding& b, const std::string& kernel, const char* role, size_t i);
 
   DeviceId id_;
   std::mutex queue_;

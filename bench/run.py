@@ -1,0 +1,600 @@
+#!/usr/bin/env python3
+"""kiln's benchmark harness: GEMM sweep and a Llama-style decoder layer against
+numpy/OpenBLAS and PyTorch CPU, printed as markdown tables.
+
+Every workload is written as kiln text IR (.kir) with its weights in a safetensors file
+and its inputs as .npy files, in a temporary folder. kiln times it with `kiln bench`
+(the median of --repetitions calls after --warmup calls); the reference runs the same
+computation on the same inputs in this process, timed the same way, with the same
+number of threads. kiln's outputs (from one `kiln run`) are checked against the
+reference's. docs/bench.md says what each workload is.
+
+usage: run.py [--device=cpu] [--threads=N] [--quick] [--only=gemm|decoder]
+              [--match=TEXT] [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
+Exit status 1 when kiln fails on a workload or its outputs do not match the reference.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# kiln's output matches the reference when max|kiln - ref| <= TOLERANCE * max|ref| for
+# every output. kiln's ref device computes in f64 and rounds once, numpy and PyTorch
+# compute in f32, so the difference is f32 rounding accumulated over K-long sums.
+TOLERANCE = 1e-3
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", help="kiln device (default cpu; ref for the interpreter)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads for kiln (--cpu-threads, cpu device only) and the reference "
+                   "(default: all cores)")
+    p.add_argument("--quick", action="store_true",
+                   help="small shapes, 2 repetitions after 1 warmup (what CI runs)")
+    p.add_argument("--only", choices=["gemm", "decoder"], help="run one group of workloads")
+    p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT")
+    p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"),
+                   help="the kiln binary (default build/tools/kiln)")
+    p.add_argument("--repetitions", type=int, help="timed calls (default 10, 2 with --quick)")
+    p.add_argument("--warmup", type=int, help="untimed calls first (default 2, 1 with --quick)")
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="seconds one kiln command may take before it counts as failed (default 1800)")
+    p.add_argument("--no-check", action="store_true", help="skip the numerical check (one kiln run each)")
+    p.add_argument("--keep", metavar="DIR", help="write the workloads to DIR and keep them")
+    a = p.parse_args()
+    if a.threads < 1:
+        p.error("--threads must be at least 1")
+    a.repetitions = a.repetitions or (2 if a.quick else 10)
+    a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
+    if a.repetitions < 1 or a.warmup < 0:
+        p.error("--repetitions must be at least 1 and --warmup at least 0")
+    return a
+
+
+ARGS = parse_args()
+# The thread count must be set before numpy and torch load their BLAS and OpenMP.
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+
+
+# ---- shapes -------------------------------------------------------------------------------
+
+def gemm_workloads(quick):
+    """(name, M, K, N, weight dtype): A is an f32 M x K input, B a K x N weight."""
+    if quick:
+        squares, ms, kns, low = [16, 32], [1, 8], [(64, 64), (64, 96), (96, 64)], [(64, 96)]
+    else:
+        squares = [256, 512, 1024, 2048, 4096]
+        ms = [1, 128]
+        kns = [(2048, 2048), (2048, 5632), (2048, 256), (5632, 2048)]
+        low = kns
+    out = [(f"gemm f32 {n}x{n}x{n}", n, n, n, "f32") for n in squares]
+    out += [(f"gemm f32 M={m} K={k} N={n}", m, k, n, "f32") for m in ms for k, n in kns]
+    for dt in ("f16", "bf16"):
+        out += [(f"gemm {dt} weights M={m} K={k} N={n}", m, k, n, dt) for m in ms for k, n in low]
+    return out
+
+
+class Layer:
+    """Llama decoder layer shapes: TinyLlama-1.1B, or a small one for --quick."""
+
+    def __init__(self, quick):
+        if quick:
+            self.hidden, self.heads, self.kv_heads, self.head_dim, self.ffn = 64, 4, 2, 16, 160
+            self.prefill, self.contexts = [8, 16], [8, 16]
+        else:
+            self.hidden, self.heads, self.kv_heads, self.head_dim, self.ffn = 2048, 32, 4, 64, 5632
+            self.prefill, self.contexts = [128, 2048], [128, 2048]
+        self.eps = 1e-5
+        self.theta = 10000.0
+        assert self.heads * self.head_dim == self.hidden and self.heads % self.kv_heads == 0
+
+    def describe(self):
+        return (f"hidden {self.hidden}, {self.heads} heads, {self.kv_heads} KV heads, head dim "
+                f"{self.head_dim}, FFN {self.ffn}")
+
+
+def decoder_workloads(layer):
+    """(name, tokens, past context): past 0 is a causal prefill, else a one-token decode."""
+    out = [(f"decoder prefill {t} tokens", t, 0) for t in layer.prefill]
+    out += [(f"decoder decode 1 token, context {c}", 1, c) for c in layer.contexts]
+    return out
+
+
+def selected(workloads):
+    return [w for w in workloads if not ARGS.match or ARGS.match in w[0]]
+
+
+# ---- files --------------------------------------------------------------------------------
+
+def bf16_bits(a):
+    """f32 -> bf16 bit patterns (uint16), rounded to nearest even."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def save_safetensors(path, tensors):
+    """tensors: name -> (safetensors dtype, array holding the bytes)."""
+    header, offset = {}, 0
+    for name, (dtype, arr) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, arr in tensors.values():
+            f.write(np.ascontiguousarray(arr).tobytes())
+
+
+def ttype(shape, elem="f32"):
+    return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
+
+
+class Kir:
+    """Builds a .kir function: one op per line, results named by the caller."""
+
+    def __init__(self):
+        self.weights, self.lines = [], []
+
+    def weight(self, name, shape, elem, file):
+        self.weights.append(f'weight @{name} : {ttype(shape, elem)} = "{file}"["{name}"]')
+        self.op(name, f'weight {{name = "{name}"}}', shape, elem)
+        return f"%{name}"
+
+    def op(self, result, text, shape, elem="f32"):
+        self.lines.append(f"  %{result} = {text} : {ttype(shape, elem)}")
+        return f"%{result}"
+
+    def text(self, args, results):
+        sig = ", ".join(f"%{n}: {ttype(s)}" for n, s in args)
+        res = ", ".join(ttype(s) for _, s in results)
+        body = "\n".join(self.lines)
+        ret = ", ".join(v for v, _ in results)
+        return "\n".join(self.weights) + f"\n\nfunc @main({sig}) -> ({res}) {{\n{body}\n  return {ret}\n}}\n"
+
+
+# ---- running kiln -------------------------------------------------------------------------
+
+def kiln_cmd(command, kir, inputs):
+    cmd = [ARGS.kiln, command, kir, f"--device={ARGS.device}"] + [f"--input=@{i}" for i in inputs]
+    if ARGS.device.split("[")[0] == "cpu":
+        cmd.append(f"--cpu-threads={ARGS.threads}")
+    return cmd
+
+
+def run_kiln(cmd):
+    """Runs a kiln command; a timeout reads as a failure with its own message."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=ARGS.timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 1, "", f"timed out after {ARGS.timeout:g} s (--timeout)")
+
+
+def kiln_outputs(kir, inputs, count, folder):
+    """Runs kiln once; returns its outputs, or an error string."""
+    outs = [os.path.join(folder, f"out{i}.npy") for i in range(count)]
+    r = run_kiln(kiln_cmd("run", kir, inputs) + [f"--output=@{o}" for o in outs])
+    if r.returncode != 0:
+        return f"kiln run failed:\n{r.stderr.strip()}"
+    return [np.load(o) for o in outs]
+
+
+def kiln_median_ms(kir, inputs):
+    """Times kiln with `kiln bench`; returns the median in ms, or an error string."""
+    cmd = kiln_cmd("bench", kir, inputs) + [f"--repetitions={ARGS.repetitions}",
+                                            f"--warmup={ARGS.warmup}"]
+    r = run_kiln(cmd)
+    m = re.search(r"^@main: median ([0-9.]+) ms", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        return f"kiln bench failed:\n{r.stderr.strip() or r.stdout.strip()}"
+    return float(m.group(1))
+
+
+def reference_median_ms(fn):
+    for _ in range(ARGS.warmup):
+        fn()
+    times = []
+    for _ in range(ARGS.repetitions):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    # kiln bench's median: the element at round(0.5 * (n - 1)), the upper middle for even n.
+    times.sort()
+    return times[int(0.5 * (len(times) - 1) + 0.5)] * 1e3
+
+
+def relative_error(got, want):
+    if got.shape != want.shape:
+        return math.inf
+    scale = float(np.abs(want).max()) or 1.0
+    return float(np.abs(got.astype(np.float64) - want).max()) / scale
+
+
+def fmt_ms(ms):
+    """3 decimals like kiln bench prints, 3 significant digits below 1 ms."""
+    return f"{ms:.3f}" if ms >= 1 else f"{ms:.3g}"
+
+
+class Report:
+    def __init__(self):
+        self.failures = []
+        self.checked = []  # (workload, largest relative error)
+
+    def fail(self, message):
+        """Records a failure; it is printed at once on stderr and again at the end."""
+        print(f"FAIL {message}", file=sys.stderr, flush=True)
+        self.failures.append(message)
+
+    def table(self, title, rows, notes):
+        print(f"\n### {title}\n")
+        print("| workload | kiln ms | reference ms | ratio |")
+        print("|---|---:|---:|---:|")
+        for name, kiln_ms, ref_ms in rows:
+            if isinstance(kiln_ms, float):
+                ratio = f"{kiln_ms / ref_ms:.2f}" if ref_ms > 0 else "-"
+                print(f"| {name} | {kiln_ms:.3f} | {fmt_ms(ref_ms)} | {ratio} |")
+            else:
+                print(f"| {name} | error | {fmt_ms(ref_ms)} | - |")
+        print()
+        for line in notes:
+            print(line)
+        sys.stdout.flush()
+
+    def run(self, name, kir, inputs, want, folder):
+        """Checks and times one workload; returns kiln's median ms or None."""
+        if not ARGS.no_check:
+            got = kiln_outputs(kir, inputs, len(want), folder)
+            if isinstance(got, str):
+                self.fail(f"{name}: {got}")
+                return None
+            errors = [relative_error(g, w) for g, w in zip(got, want)]
+            worst = max(errors)
+            self.checked.append((name, worst))
+            if not worst <= TOLERANCE:
+                self.fail(f"{name}: kiln differs from the reference, relative error "
+                                     f"{worst:.3g} > {TOLERANCE:g} (output shapes "
+                                     f"{[g.shape for g in got]} vs {[w.shape for w in want]})")
+        ms = kiln_median_ms(kir, inputs)
+        if isinstance(ms, str):
+            self.fail(f"{name}: {ms}")
+            return None
+        return ms
+
+    def check_line(self):
+        if ARGS.no_check:
+            return "Numerics: not checked (--no-check)."
+        if not self.checked:
+            return ""
+        worst = max(e for _, e in self.checked)
+        bad = sum(1 for _, e in self.checked if not e <= TOLERANCE)
+        return (f"Numerics: {len(self.checked) - bad} of {len(self.checked)} workloads match the reference "
+                f"(max |kiln - reference| / max |reference| <= {TOLERANCE:g} per output; "
+                f"largest {worst:.2g}).")
+
+
+# ---- GEMM ---------------------------------------------------------------------------------
+
+def blas_library():
+    """The BLAS shared object numpy loaded, and a way to set its threads."""
+    np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)
+    paths = {line.split()[-1] for line in open("/proc/self/maps") if "/" in line}
+    libs = sorted(p for p in paths if "blas" in os.path.basename(p))
+    return libs[0] if libs else "unknown"
+
+
+def set_openblas_threads(lib):
+    try:
+        import ctypes
+        ctypes.CDLL(lib).openblas_set_num_threads(ARGS.threads)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def bench_gemm(report, tmp, quick):
+    workloads = selected(gemm_workloads(quick))
+    if not workloads:
+        return
+    rng = np.random.default_rng(0)
+    lib = blas_library()
+    set_openblas_threads(lib)
+    rows = []
+    for i, (name, m, k, n, dt) in enumerate(workloads):
+        folder = os.path.join(tmp, f"gemm{i}")
+        os.makedirs(folder, exist_ok=True)
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32) / np.float32(math.sqrt(k))
+        if dt == "f16":
+            stored, st_type = b.astype(np.float16), "F16"
+            b = stored.astype(np.float32)
+        elif dt == "bf16":
+            stored, st_type = bf16_bits(b), "BF16"
+            b = bf16_to_f32(stored)
+        else:
+            stored, st_type = b, "F32"
+        save_safetensors(os.path.join(folder, "w.safetensors"), {"b": (st_type, stored)})
+        np.save(os.path.join(folder, "a.npy"), a)
+        kb = Kir()
+        w = kb.weight("b", [k, n], dt, "w.safetensors")
+        if dt != "f32":
+            w = kb.op("b32", f"cast {w} {{to = f32}}", [k, n])
+        c = kb.op("c", f"matmul %a, {w}", [m, n])
+        kir = os.path.join(folder, "gemm.kir")
+        with open(kir, "w") as f:
+            f.write(kb.text([("a", [m, k])], [(c, [m, n])]))
+        want = a @ b
+        ref_ms = reference_median_ms(lambda: a @ b)
+        kiln_ms = report.run(name, kir, [os.path.join(folder, "a.npy")], [want], folder)
+        rows.append((name, kiln_ms, ref_ms))
+        if not ARGS.keep:
+            shutil.rmtree(folder)
+    report.table("GEMM (C = A x B, A f32 input, B weight)", rows, [
+        "ratio = kiln ms / reference ms (below 1: kiln is faster).",
+        f"Reference: numpy {np.__version__} matmul through {lib}, {ARGS.threads} threads; "
+        "for f16/bf16 weights numpy multiplies by B.astype(float32), converted once before "
+        "timing, while kiln casts B in the graph on every call."])
+
+
+# ---- decoder layer ------------------------------------------------------------------------
+
+def decoder_weights(layer, rng):
+    h, kvd, f = layer.hidden, layer.kv_heads * layer.head_dim, layer.ffn
+
+    def lin(fan_in, fan_out):
+        return rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(math.sqrt(fan_in))
+
+    def gain():
+        return (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+
+    return {"wq": lin(h, h), "wk": lin(h, kvd), "wv": lin(h, kvd), "wo": lin(h, h),
+            "wg": lin(h, f), "wu": lin(h, f), "wd": lin(f, h), "g1": gain(), "g2": gain()}
+
+
+def rotary_tables(layer, positions):
+    """cos and sin of shape [len(positions), head_dim], Llama's (half, half) layout."""
+    d = layer.head_dim
+    inv_freq = 1.0 / (layer.theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    freqs = np.outer(np.asarray(positions, dtype=np.float64), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+def decoder_kir(layer, t, past):
+    """The layer in kiln IR: x [t, hidden], cos/sin [t, head_dim], and for a decode the
+    past K and V [kv_heads, past, head_dim]; returns y [t, hidden] and this step's K
+    (after rotary) and V [kv_heads, t, head_dim]."""
+    h, nh, nkv, d, f = layer.hidden, layer.heads, layer.kv_heads, layer.head_dim, layer.ffn
+    g = nh // nkv
+    s = t + past
+    k = Kir()
+    for name, shape in [("wq", [h, h]), ("wk", [h, nkv * d]), ("wv", [h, nkv * d]), ("wo", [h, h]),
+                        ("wg", [h, f]), ("wu", [h, f]), ("wd", [f, h]), ("g1", [h]), ("g2", [h])]:
+        k.weight(name, shape, "f32", "decoder.safetensors")
+    k.op("eps", f"constant {{value = dense<{layer.eps!r}> : tensor<f32>}}", [])
+    k.op("scale", f"constant {{value = dense<{1 / math.sqrt(d)!r}> : tensor<f32>}}", [])
+
+    def rmsnorm(p, x, gain):
+        k.op(f"{p}sq", f"mul {x}, {x}", [t, h])
+        k.op(f"{p}ms", f"reduce_mean %{p}sq {{axes = [1], keepdims = 1}}", [t, 1])
+        k.op(f"{p}e", f"add %{p}ms, %eps", [t, 1])
+        k.op(f"{p}r", f"rsqrt %{p}e", [t, 1])
+        k.op(f"{p}n", f"mul {x}, %{p}r", [t, h])
+        return k.op(f"{p}", f"mul %{p}n, {gain}", [t, h])
+
+    def heads(p, x, n):
+        """[t, n*d] -> [n, t, d] with rotary applied when p is q or k."""
+        k.op(f"{p}3", f"reshape {x}", [t, n, d])
+        xt = k.op(f"{p}t", f"transpose %{p}3 {{perm = [1, 0, 2]}}", [n, t, d])
+        if p == "v":
+            return xt
+        half = d // 2
+        k.lines.append(f"  %{p}1, %{p}2 = split {xt} {{axis = 2, sizes = [{half}, {half}]}} : "
+                       f"{ttype([n, t, half])}, {ttype([n, t, half])}")
+        k.op(f"{p}n2", f"neg %{p}2", [n, t, half])
+        k.op(f"{p}rh", f"concat %{p}n2, %{p}1 {{axis = 2}}", [n, t, d])
+        k.op(f"{p}c", f"mul {xt}, %cos", [n, t, d])
+        k.op(f"{p}s", f"mul %{p}rh, %sin", [n, t, d])
+        return k.op(f"{p}r", f"add %{p}c, %{p}s", [n, t, d])
+
+    hn = rmsnorm("h", "%x", "%g1")
+    q = heads("q", k.op("q", f"matmul {hn}, %wq", [t, h]), nh)
+    kn = heads("k", k.op("k", f"matmul {hn}, %wk", [t, nkv * d]), nkv)
+    vn = heads("v", k.op("v", f"matmul {hn}, %wv", [t, nkv * d]), nkv)
+    keys, values = kn, vn
+    if past:
+        keys = k.op("kall", f"concat %past_k, {kn} {{axis = 1}}", [nkv, s, d])
+        values = k.op("vall", f"concat %past_v, {vn} {{axis = 1}}", [nkv, s, d])
+    # Grouped-query attention without copying K/V per query head: query heads
+    # [kv_heads, group, t, d] against keys [kv_heads, 1, d, s] (batch dims broadcast).
+    k.op("q4", f"reshape {q}", [nkv, g, t, d])
+    k.op("kT", f"transpose {keys} {{perm = [0, 2, 1]}}", [nkv, d, s])
+    k.op("kT4", "reshape %kT", [nkv, 1, d, s])
+    k.op("sc", "matmul %q4, %kT4", [nkv, g, t, s])
+    scores = k.op("ss", "mul %sc, %scale", [nkv, g, t, s])
+    if t > 1:
+        # Causal mask: query i (at position past + i) sees keys 0 .. past + i.
+        k.op("row", "iota {axis = 0}", [t, s], "i64")
+        k.op("col", "iota {axis = 1}", [t, s], "i64")
+        if past:
+            k.op("pastn", f"constant {{value = dense<{past}> : tensor<i64>}}", [], "i64")
+            k.op("rowp", "add %row, %pastn", [t, s], "i64")
+            k.op("future", "gt %col, %rowp", [t, s], "i1")
+        else:
+            k.op("future", "gt %col, %row", [t, s], "i1")
+        k.op("ninf", "constant {value = dense<-inf> : tensor<f32>}", [])
+        scores = k.op("sm", f"select %future, %ninf, {scores}", [nkv, g, t, s])
+    k.op("p", f"softmax {scores} {{axis = -1}}", [nkv, g, t, s])
+    k.op("v4", f"reshape {values}", [nkv, 1, s, d])
+    k.op("att", "matmul %p, %v4", [nkv, g, t, d])
+    k.op("att3", "reshape %att", [nh, t, d])
+    k.op("attt", "transpose %att3 {perm = [1, 0, 2]}", [t, nh, d])
+    k.op("att2", "reshape %attt", [t, h])
+    k.op("o", "matmul %att2, %wo", [t, h])
+    x2 = k.op("x2", "add %x, %o", [t, h])
+    mn = rmsnorm("m", x2, "%g2")
+    k.op("gate", f"matmul {mn}, %wg", [t, f])
+    k.op("up", f"matmul {mn}, %wu", [t, f])
+    k.op("act", "silu %gate", [t, f])
+    k.op("gu", "mul %act, %up", [t, f])
+    k.op("down", "matmul %gu, %wd", [t, h])
+    y = k.op("y", f"add {x2}, %down", [t, h])
+    args = [("x", [t, h]), ("cos", [t, d]), ("sin", [t, d])]
+    if past:
+        args += [("past_k", [nkv, past, d]), ("past_v", [nkv, past, d])]
+    return k.text(args, [(y, [t, h]), (kn, [nkv, t, d]), (vn, [nkv, t, d])])
+
+
+class TorchLayer:
+    """The same layer in PyTorch, written as Hugging Face's eager LlamaDecoderLayer
+    computes it: nn.Linear weights ([out, in], F.linear), repeat_kv for the KV heads, an
+    additive causal mask built per call."""
+
+    def __init__(self, layer, weights):
+        import torch
+        self.torch, self.layer = torch, layer
+        self.w = {n: torch.from_numpy(np.ascontiguousarray(w.T if w.ndim == 2 else w))
+                  for n, w in weights.items()}
+
+    def rmsnorm(self, x, gain):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * self.torch.rsqrt(var + self.layer.eps) * gain
+
+    def __call__(self, x, cos, sin, past_k=None, past_v=None):
+        torch, L, w = self.torch, self.layer, self.w
+        F = torch.nn.functional
+        t = x.shape[0]
+        g = L.heads // L.kv_heads
+        hn = self.rmsnorm(x, w["g1"])
+        q = F.linear(hn, w["wq"]).view(t, L.heads, L.head_dim).transpose(0, 1)
+        k = F.linear(hn, w["wk"]).view(t, L.kv_heads, L.head_dim).transpose(0, 1)
+        v = F.linear(hn, w["wv"]).view(t, L.kv_heads, L.head_dim).transpose(0, 1)
+
+        def rot(z):
+            half = z.shape[-1] // 2
+            return z * cos + torch.cat((-z[..., half:], z[..., :half]), dim=-1) * sin
+
+        q, k = rot(q), rot(k)
+        keys, values = k, v
+        if past_k is not None:
+            keys, values = torch.cat((past_k, k), dim=1), torch.cat((past_v, v), dim=1)
+        s = keys.shape[1]
+        keys = keys.repeat_interleave(g, dim=0)
+        values = values.repeat_interleave(g, dim=0)
+        scores = torch.matmul(q, keys.transpose(1, 2)) / math.sqrt(L.head_dim)
+        if t > 1:
+            mask = torch.full((t, s), float("-inf")).triu(s - t + 1)
+            scores = scores + mask
+        p = torch.softmax(scores, dim=-1)
+        att = torch.matmul(p, values).transpose(0, 1).reshape(t, L.hidden)
+        x2 = x + F.linear(att, w["wo"])
+        mn = self.rmsnorm(x2, w["g2"])
+        y = x2 + F.linear(F.silu(F.linear(mn, w["wg"])) * F.linear(mn, w["wu"]), w["wd"])
+        return y, k, v
+
+
+def bench_decoder(report, tmp, quick):
+    layer = Layer(quick)
+    workloads = selected(decoder_workloads(layer))
+    if not workloads:
+        return
+    import torch
+    torch.set_num_threads(ARGS.threads)
+    rng = np.random.default_rng(1)
+    weights = decoder_weights(layer, rng)
+    save_safetensors(os.path.join(tmp, "decoder.safetensors"),
+                     {n: ("F32", w) for n, w in weights.items()})
+    ref = TorchLayer(layer, weights)
+    rows = []
+    for i, (name, t, past) in enumerate(workloads):
+        x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
+        cos, sin = rotary_tables(layer, range(past, past + t))
+        inputs = {"x": x, "cos": cos, "sin": sin}
+        if past:
+            shape = (layer.kv_heads, past, layer.head_dim)
+            inputs["past_k"] = rng.standard_normal(shape, dtype=np.float32)
+            inputs["past_v"] = rng.standard_normal(shape, dtype=np.float32)
+        files = []
+        for n, v in inputs.items():
+            files.append(os.path.join(tmp, f"dec{i}_{n}.npy"))
+            np.save(files[-1], v)
+        kir = os.path.join(tmp, f"decoder{i}.kir")
+        with open(kir, "w") as f:
+            f.write(decoder_kir(layer, t, past))
+        tin = [torch.from_numpy(v) for v in inputs.values()]
+        with torch.no_grad():
+            want = [r.numpy() for r in ref(*tin)]
+            ref_ms = reference_median_ms(lambda: ref(*tin))
+        folder = os.path.join(tmp, f"out_decoder{i}")
+        os.makedirs(folder, exist_ok=True)
+        rows.append((name, report.run(name, kir, files, want, folder), ref_ms))
+    report.table(f"Llama decoder layer ({layer.describe()}; f32)", rows, [
+        "ratio = kiln ms / reference ms (below 1: kiln is faster).",
+        f"Reference: the same layer in PyTorch {torch.__version__} CPU (eager, F.linear, "
+        f"repeat_kv), {ARGS.threads} threads. Outputs: the layer's output and this step's "
+        "K (after rotary) and V; a decode takes the past K/V as inputs."])
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main():
+    if not os.path.isfile(ARGS.kiln):
+        sys.exit(f"run.py: error: no kiln binary at {ARGS.kiln} (build it, or pass --kiln=PATH)")
+    groups = [g for g in ("gemm", "decoder") if ARGS.only in (None, g)]
+    chosen = (selected(gemm_workloads(ARGS.quick)) if "gemm" in groups else []) + \
+        (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else [])
+    if not chosen:
+        sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
+    report = Report()
+    print(f"kiln bench: device {ARGS.device}, {ARGS.threads} threads, {ARGS.repetitions} repetitions "
+          f"after {ARGS.warmup} warmup, medians; {cpu_name()} ({os.cpu_count()} cores)"
+          f"{'; --quick shapes' if ARGS.quick else ''}")
+    tmp = ARGS.keep or tempfile.mkdtemp(prefix="kiln-bench-")
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        if ARGS.only in (None, "gemm"):
+            bench_gemm(report, tmp, ARGS.quick)
+        if ARGS.only in (None, "decoder"):
+            bench_decoder(report, tmp, ARGS.quick)
+    finally:
+        if not ARGS.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    line = report.check_line()
+    if line:
+        print(line)
+    for f in report.failures:
+        print(f"FAIL {f}")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
