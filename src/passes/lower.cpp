@@ -894,16 +894,26 @@ private:
     return mk(*body_, OpKind::Load, ops, Type::scalar(buf->type().elem()));
   }
 
-  // True when B reaches the matmul through a transpose of its last two dims (through
-  // one-operand elementwise ops such as a cast): B[k, n] is then contiguous along k.
+  // True when B's K dim is the innermost dim of the value B is read from, through
+  // transposes and one-operand elementwise ops (a cast): a `[N, K]` weight under
+  // `transpose`, or attention's keys under `transpose {perm = [1, 2, 0]}`. B is then
+  // contiguous along k, not n.
   static bool transposedB(const Value* b) {
-    while (b->def() && b->def()->has(kElementwise) && b->def()->numOperands() == 1)
-      b = b->def()->operand(0);
-    if (!b->def() || b->def()->kind() != OpKind::Transpose) return false;
-    std::vector<int64_t> perm = b->def()->attrs().getInts("perm");
-    size_t r = perm.size();
-    return r >= 2 && perm[r - 1] == static_cast<int64_t>(r - 2) &&
-           perm[r - 2] == static_cast<int64_t>(r - 1);
+    int64_t r = b->type().rank();
+    int64_t kd = r - 2;
+    while (const Op* d = b->def()) {
+      if (d->has(kElementwise) && d->numOperands() == 1) {
+        b = d->operand(0);
+      } else if (d->kind() == OpKind::Transpose) {
+        std::vector<int64_t> perm = d->attrs().getInts("perm");
+        if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
+        kd = perm[static_cast<size_t>(kd)];
+        b = d->operand(0);
+      } else {
+        break;
+      }
+    }
+    return kd == b->type().rank() - 1;
   }
 
   // cpu matmul: one thread per workgroup computes an MC x NC block of C into a private
