@@ -45,29 +45,20 @@ bool isComputing(const Op& op) {
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }
 
 // Elementwise ops that cost a libm-class function per element (see
-// FusionRules::transcendentalIntoContraction).
+// FusionRules::transcendentalIntoContraction): the float-only math ops except the ones a
+// CPU does in an instruction or two, and pow.
 bool isTranscendental(const Op& op) {
   switch (op.kind()) {
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Erf:
-  case OpKind::Gelu:
-  case OpKind::Silu:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Tan:
-  case OpKind::Asin:
-  case OpKind::Acos:
-  case OpKind::Atan:
-  case OpKind::Sinh:
-  case OpKind::Cosh:
-  case OpKind::Asinh:
-  case OpKind::Acosh:
-  case OpKind::Atanh:
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
+  case OpKind::IsNan:
+  case OpKind::IsInf: return false;
   case OpKind::Pow: return true;
-  default: return false;
+  default: return op.has(kElementwise) && op.has(kFloatOnly);
   }
 }
 
