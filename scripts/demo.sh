@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quick start: installs what kiln needs (Debian 12), builds the kiln tool and runs
-# examples/demo.kir on the reference device.
+# examples/demo.kir on the default device (cpu[0]: the model compiled to x86-64 code).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "ir/parser.h"
+#include "runtime/cpu/payload.h"
 #include "runtime/module_format.h"
 
 namespace kiln::cli {
@@ -85,10 +86,27 @@ int runDump(const std::vector<std::string>& args) {
   out << "executables:\n";
   for (const ExecutableImage& x : p.executables) {
     out << "  " << x.target << ": " << x.payload.size() << " bytes";
+    // A cpu executable: the CPU its code is for, the features it needs, its kernels.
+    std::string irText = x.payload;
+    if (x.target == "cpu") {
+      auto cpu = cpu::parseCpuPayload(x.payload);
+      if (!cpu.ok()) {
+        out << " (unreadable: " << cpu.diags().list[0].message << ")\n";
+        continue;
+      }
+      size_t compiled = 0;
+      for (const cpu::CpuKernelInfo& k : cpu->kernels) compiled += k.lowered;
+      std::string features;
+      for (const std::string& f : cpu->features) features += (features.empty() ? "" : " ") + f;
+      out << ", code for " << cpu->cpu << " (" << compiled << " of " << cpu->kernels.size()
+          << " kernels compiled, shared object " << cpu->sharedObject.size()
+          << " bytes), needs: " << (features.empty() ? "nothing" : features) << "\n   ";
+      irText = cpu->ir;
+    }
     // Executables whose payload is kiln IR (ref) list their kernels and what each runs.
-    auto kernels = parseModule(x.payload, path + ":exec." + x.target);
+    auto kernels = parseModule(irText, path + ":exec." + x.target);
     if (kernels.ok()) {
-      out << ", " << (*kernels)->funcs().size() << " kernels\n";
+      out << (x.target == "cpu" ? " " : ", ") << (*kernels)->funcs().size() << " kernels\n";
       size_t shown = 0;
       for (const auto& k : (*kernels)->funcs()) {
         if (++shown > kMaxKernelsListed) {

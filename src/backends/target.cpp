@@ -48,6 +48,7 @@ const std::vector<TargetDesc>& table() {
       c.l1Bytes = 32 * 1024;
       c.l2Bytes = bits >= 512 ? 2 * 1024 * 1024 : 1024 * 1024;
       c.wideAccumulation = false;
+      c.fusion.transcendentalIntoContraction = false;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

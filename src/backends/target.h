@@ -21,6 +21,10 @@ struct FusionRules {
   bool elementwiseIntoConsumer = true; // producer chains join the dispatch that reads them
   bool elementwiseIntoProducer = true; // epilogues join the anchor that feeds them
   bool viewsIntoLoads = true;          // slice/transpose/broadcast/reshape/gather fold into loads
+  // Transcendental ops (exp, silu, tanh, ...) join a contraction's operands, where they are
+  // recomputed for every tile that loads the operand. Off on CPUs, where a matmul loads each
+  // A element once per NR columns: there such a chain is computed once, in its own dispatch.
+  bool transcendentalIntoContraction = true;
 };
 
 struct TargetDesc {

@@ -20,6 +20,9 @@
 //   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
 //                              it when that dispatch's outputs have the anchor's shape (the
 //                              elementwise chain becomes the anchor's epilogue)
+// and one restriction (FusionRules::transcendentalIntoContraction, off on CPU targets): a
+// transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
+// would be recomputed for every tile that loads them; it gets its own dispatch instead.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -40,6 +43,24 @@ bool isComputing(const Op& op) {
 }
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }
+
+// Elementwise ops that cost a libm-class function per element (see
+// FusionRules::transcendentalIntoContraction): the float-only math ops except the ones a
+// CPU does in an instruction or two, and pow.
+bool isTranscendental(const Op& op) {
+  switch (op.kind()) {
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
+  case OpKind::IsNan:
+  case OpKind::IsInf: return false;
+  case OpKind::Pow: return true;
+  default: return op.has(kElementwise) && op.has(kFloatOnly);
+  }
+}
 
 class Grouping {
 public:
@@ -106,6 +127,8 @@ private:
       if (!rules_.viewsIntoLoads) return false;
     } else if (op.has(kElementwise)) {
       if (!rules_.elementwiseIntoConsumer) return false;
+      if (!rules_.transcendentalIntoContraction && isTranscendental(op))
+        if (const Op* a = anchorOf(g); a && a->has(kContraction)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The group's outputs must span the anchor's iteration space.

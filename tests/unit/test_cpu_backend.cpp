@@ -210,3 +210,40 @@ TEST_CASE("cpu targets: named levels need their features; unknown names are erro
   REQUIRE(!bad.ok());
   CHECK(bad.diags().str().find("unknown CPU target") != std::string::npos);
 }
+
+TEST_CASE("cpu: exp is inline code within 2 ulp of libm in f64, libm's value in f32") {
+  std::vector<double> xs = {0.0,    -0.0,   1.0,    -1.0,     0.5,       1e-300,  -1e-300, 88.72,
+                            -87.3,  -103.9, 709.78, 709.79,   710.0,     -708.39, -744.4,  -745.2,
+                            -746.0, 1e308,  -1e308, INFINITY, -INFINITY, NAN};
+  for (int i = -20000; i <= 20000; ++i) xs.push_back(i * 0.0371);
+  auto n = static_cast<int64_t>(xs.size());
+  std::string N = std::to_string(n);
+  CpuRun cpu("func @main(%x: tensor<" + N + "xf64>, %y: tensor<" + N + "xf32>) -> (tensor<" + N +
+             "xf64>, tensor<" + N + "xf32>) {\n  %0 = exp %x : tensor<" + N +
+             "xf64>\n  %1 = exp %y : tensor<" + N + "xf32>\n  return %0, %1\n}\n");
+  HostTensor x(ElemType::F64, {n}), y(ElemType::F32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    x.setF(i, xs[static_cast<size_t>(i)]);
+    y.setF(i, xs[static_cast<size_t>(i)]);
+  }
+  auto got = cpu.run({x, y}, {});
+  REQUIRE(got.ok());
+  int f32Differences = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double want = std::exp(x.getF(i));
+    double have = (*got)[0].getF(i);
+    INFO("exp(" << x.getF(i) << ") = " << have << ", libm " << want);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(have));
+    } else if (std::isinf(want) || want == 0) {
+      CHECK(have == want);
+    } else {
+      double ulp = std::nextafter(want, INFINITY) - want;
+      CHECK(std::fabs(have - want) <= 2 * ulp);
+    }
+    double wantF = static_cast<float>(std::exp(y.getF(i)));
+    double haveF = (*got)[1].getF(i);
+    if (!(std::isnan(wantF) && std::isnan(haveF)) && haveF != wantF) ++f32Differences;
+  }
+  CHECK(f32Differences == 0);
+}

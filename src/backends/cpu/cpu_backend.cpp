@@ -101,6 +101,12 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
     }
     p.kernels.push_back(std::move(info));
   }
+  // Vectorize at the width the kernels were tiled for (LLVM's x86-64-v4 would otherwise
+  // prefer 256-bit vectors and leave the 512-bit register tiles half used).
+  KILN_TRY(TargetDesc desc, cpuCodegenTarget(target));
+  for (llvm::Function& f : *lm)
+    if (!f.isDeclaration())
+      f.addFnAttr("prefer-vector-width", std::to_string(desc.preferredVectorBits));
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
   KILN_CHECK(llvmgen::optimizeModule(*lm, *tm, "<cpu backend>"));
   if (output == CpuOutput::LlvmIr) {

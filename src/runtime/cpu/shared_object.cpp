@@ -5,6 +5,7 @@
 #include "runtime/cpu/shared_object.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -40,15 +41,36 @@ std::string dlMessage() {
   return e ? e : "unknown dynamic loader error";
 }
 
+// The image's ELF structure, checked before the dynamic loader sees it: a 64-bit
+// little-endian x86-64 shared object whose program headers and segments lie inside it.
+// (A module's sections are checksummed; this keeps a damaged image that still carries a
+// valid checksum from reaching ld.so with offsets pointing outside the file.)
+bool plausibleElf(const std::string& image) {
+  if (image.size() < sizeof(Elf64_Ehdr) || std::memcmp(image.data(), ELFMAG, SELFMAG) != 0)
+    return false;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, image.data(), sizeof eh);
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh.e_type != ET_DYN || eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+      eh.e_phnum == 0 || eh.e_phoff > image.size() ||
+      uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) > image.size() - eh.e_phoff)
+    return false;
+  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, image.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof ph);
+    if (ph.p_offset > image.size() || ph.p_filesz > image.size() - ph.p_offset ||
+        ph.p_filesz > ph.p_memsz)
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 Result<std::unique_ptr<SharedObject>> SharedObject::load(const std::string& image,
                                                          const Loc& where) {
-  if (image.size() < 4 || std::memcmp(image.data(),
-                                      "\x7f"
-                                      "ELF",
-                                      4) != 0)
-    return error(where, "the executable's code is not an ELF shared object");
+  if (!plausibleElf(image))
+    return error(where, "the executable's code is not an x86-64 ELF shared object");
   std::string path;
   int fd = memfd_create("kiln-cpu-code", MFD_CLOEXEC);
   if (fd >= 0) {
