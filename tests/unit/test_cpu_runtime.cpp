@@ -21,6 +21,7 @@
 #include "runtime/cpu/cpu.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"
+#include "runtime/module_format.h"
 
 using namespace kiln;
 using kiln::cpu::CpuKernelInfo;
@@ -484,6 +485,27 @@ func @main(%x: tensor<{n}x8xf32>, %w: tensor<8x8xf32>) -> (tensor<{n}x8xf32>) {
   CHECK(lowered > 0);
   ExecutorOptions eo;
   eo.device = hal::DeviceId{"cpu", 0};
+  {
+    // Through the .kmod format: code needing a feature the host lacks is refused when the
+    // executor loads it.
+    Program needy = prog;
+    auto p = kiln::cpu::parseCpuPayload(needy.executables[0].payload);
+    REQUIRE(p.ok());
+    p->cpu = "x86-64-v3";
+    p->features = {"sse2", "fma"};
+    needy.executables[0].payload = kiln::cpu::serializeCpuPayload(*p);
+    auto bytes = serializeProgram(needy);
+    REQUIRE(bytes.ok());
+    auto owner = std::make_shared<std::string>(bytes.take());
+    auto loaded = loadProgram(*owner, owner, "t.kmod", ".");
+    REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.diags().str()));
+    setenv("KILN_CPU_DISABLE_FEATURES", "fma", 1);
+    auto refused = Executor::create(std::make_shared<const Program>(loaded.take()), eo);
+    unsetenv("KILN_CPU_DISABLE_FEATURES");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.diags().str().find("compiled for x86-64-v3 and needs fma, which this CPU "
+                                     "lacks") != std::string::npos);
+  }
   auto ex = Executor::create(std::make_shared<const Program>(std::move(prog)), eo);
   REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.diags().str()));
   auto source = parseModule(text, "t.kir");
