@@ -292,6 +292,13 @@ TEST_CASE("cpu driver: one device, cpu[0], named after the host CPU") {
   auto dev = hal::openDevice({"cpu", 0}, Loc{});
   REQUIRE(dev.ok());
   CHECK((*dev)->description().find("threads") != std::string::npos);
+  // Buffers are aligned for full-width vector access, whatever their size.
+  for (uint64_t bytes : {0, 1, 4, 63, 65, 4096, 1000003}) {
+    auto b = (*dev)->allocate(bytes);
+    REQUIRE(b.ok());
+    CHECK(reinterpret_cast<uintptr_t>((*b)->map()) % 64 == 0);
+    CHECK((*b)->byteSize() == bytes);
+  }
   auto missing = hal::openDevice({"cpu", 1}, Loc{});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.diags().str().find("cpu[1] does not exist") != std::string::npos);

@@ -25,9 +25,17 @@ Driver* simDriver();
 
 class RefDevice;
 
+// Host memory aligned to kHostAlignment bytes (a cache line, one AVX-512 vector): the cpu
+// driver's compiled kernels may rely on it.
+constexpr uint64_t kHostAlignment = 64;
+struct HostMemoryFree {
+  void operator()(uint8_t* p) const;
+};
+using HostMemory = std::unique_ptr<uint8_t, HostMemoryFree>;
+
 class RefBuffer : public Buffer {
 public:
-  RefBuffer(RefDevice& device, std::unique_ptr<uint8_t[]> data, uint64_t bytes)
+  RefBuffer(RefDevice& device, HostMemory data, uint64_t bytes)
       : device_(device), data_(std::move(data)), bytes_(bytes) {}
   ~RefBuffer() override;
   Device& device() override;
@@ -38,7 +46,7 @@ public:
 
 private:
   RefDevice& device_;
-  std::unique_ptr<uint8_t[]> data_;
+  HostMemory data_;
   uint64_t bytes_;
 };
 
