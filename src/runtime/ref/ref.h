@@ -3,7 +3,8 @@
 // its executables may hold lowered kernels (kernel IR), which it runs on the kernel-IR
 // simulator (runtime/sim/sim.h) thread by thread. Each device has its own memory; a kernel that
 // binds a buffer of another device fails at run time (never a silent copy). Submissions run
-// synchronously on the calling thread, in submission order.
+// synchronously on the calling thread, in submission order. The cpu driver
+// (runtime/cpu/cpu.h) derives from RefDevice and overrides dispatchLowered to call compiled code.
 //
 // N is 8 unless the environment sets KILN_REF_DEVICES (1 to 64): ref devices cost nothing
 // until opened, and 8 lets an 8-stage pipeline run without setting anything.
