@@ -10,7 +10,7 @@
 namespace kiln::hal {
 
 const std::vector<Driver*>& drivers() {
-  // One row per driver; later drivers (cpu, vulkan, hip) add theirs here.
+  // One row per driver; later drivers (vulkan, hip) add theirs here.
   static const std::vector<Driver*> all = {ref::refDriver(), ref::simDriver(), cpu::cpuDriver()};
   return all;
 }

@@ -15,8 +15,13 @@
 #include <sstream>
 #include <thread>
 
+#include "compiler/compiler.h"
+#include "ir/interp.h"
+#include "ir/parser.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/drivers.h"
+#include "runtime/executor.h"
+#include "runtime/module_format.h"
 
 using namespace kiln;
 using kiln::cpu::CpuKernelInfo;
@@ -241,7 +246,17 @@ TEST_CASE("cpu thread pool: every item once, on several threads, and the caller 
       }
     }
   }
+  // Back-to-back runs, some while workers still spin and some after they slept: no run is
+  // lost or joined twice (a lost wake-up would hang here).
   hal::cpu::ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int r = 0; r < 3000; ++r) {
+    if (r % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pool.run(r % 17 + 1, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  }
+  int64_t want = 0;
+  for (int r = 0; r < 3000; ++r) want += r % 17 + 1;
+  CHECK(sum.load() == want);
   std::mutex mu;
   std::set<std::thread::id> ids;
   pool.run(64, 1, [&](int64_t, int64_t) {
@@ -277,6 +292,13 @@ TEST_CASE("cpu driver: one device, cpu[0], named after the host CPU") {
   auto dev = hal::openDevice({"cpu", 0}, Loc{});
   REQUIRE(dev.ok());
   CHECK((*dev)->description().find("threads") != std::string::npos);
+  // Buffers are aligned for full-width vector access, whatever their size.
+  for (uint64_t bytes : {0, 1, 4, 63, 65, 4096, 1000003}) {
+    auto b = (*dev)->allocate(bytes);
+    REQUIRE(b.ok());
+    CHECK(reinterpret_cast<uintptr_t>((*b)->map()) % 64 == 0);
+    CHECK((*b)->byteSize() == bytes);
+  }
   auto missing = hal::openDevice({"cpu", 1}, Loc{});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.diags().str().find("cpu[1] does not exist") != std::string::npos);
@@ -433,4 +455,77 @@ TEST_CASE("cpu device: run-time errors name the kernel") {
   REQUIRE_FALSE(u.ok());
   CHECK(u.diags().str().find("reads the symbol 'm', which the dispatch does not bind") !=
         std::string::npos);
+}
+
+TEST_CASE("cpu device: the executor runs a cpu executable (kernel IR without code simulated, "
+          "tensor-level kernels interpreted) with the interpreter's results") {
+  const char* text = R"(symbol n in [1, 64]
+func @main(%x: tensor<{n}x8xf32>, %w: tensor<8x8xf32>) -> (tensor<{n}x8xf32>) {
+  %0 = matmul %x, %w : tensor<{n}x8xf32>
+  %1 = relu %0 : tensor<{n}x8xf32>
+  %2 = softmax %1 {axis = -1} : tensor<{n}x8xf32>
+  return %2
+}
+)";
+  auto m = parseModule(text, "t.kir");
+  REQUIRE(m.ok());
+  CompileOptions opts;
+  opts.placement.devices.devices = {"sim[0]"};
+  auto compiled = compileProgram(m.take(), opts);
+  REQUIRE_MESSAGE(compiled.ok(), (compiled.ok() ? "" : compiled.diags().str()));
+  Program prog = compiled.take();
+  // The sim executable's IR, repackaged as a cpu payload with no compiled code.
+  size_t lowered = 0;
+  for (ExecutableImage& img : prog.executables) {
+    REQUIRE(img.target == "sim");
+    auto k = parseModule(img.payload, "k");
+    REQUIRE(k.ok());
+    CpuPayload p;
+    p.cpu = "x86-64";
+    p.ir = img.payload;
+    for (const auto& f : (*k)->funcs()) {
+      p.kernels.push_back({f->name(), false, "", {}});
+      lowered += f->numArgs() > 0 && f->arg(0)->type().isBuffer();
+    }
+    img = {"cpu", kiln::cpu::serializeCpuPayload(p)};
+  }
+  CHECK(lowered > 0);
+  ExecutorOptions eo;
+  eo.device = hal::DeviceId{"cpu", 0};
+  {
+    // Through the .kmod format: code needing a feature the host lacks is refused when the
+    // executor loads it.
+    Program needy = prog;
+    auto p = kiln::cpu::parseCpuPayload(needy.executables[0].payload);
+    REQUIRE(p.ok());
+    p->cpu = "x86-64-v3";
+    p->features = {"sse2", "fma"};
+    needy.executables[0].payload = kiln::cpu::serializeCpuPayload(*p);
+    auto bytes = serializeProgram(needy);
+    REQUIRE(bytes.ok());
+    auto owner = std::make_shared<std::string>(bytes.take());
+    auto loaded = loadProgram(*owner, owner, "t.kmod", ".");
+    REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.diags().str()));
+    setenv("KILN_CPU_DISABLE_FEATURES", "fma", 1);
+    auto refused = Executor::create(std::make_shared<const Program>(loaded.take()), eo);
+    unsetenv("KILN_CPU_DISABLE_FEATURES");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.diags().str().find("compiled for x86-64-v3 and needs fma, which this CPU "
+                                     "lacks") != std::string::npos);
+  }
+  auto ex = Executor::create(std::make_shared<const Program>(std::move(prog)), eo);
+  REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.diags().str()));
+  auto source = parseModule(text, "t.kir");
+  REQUIRE(source.ok());
+  WeightStore none(**source);
+  for (int64_t n : {1, 5, 64}) {
+    HostTensor x(ElemType::F32, {n, 8}), w(ElemType::F32, {8, 8});
+    for (int64_t i = 0; i < x.numElements(); ++i) x.setF(i, 0.125 * double(i % 13) - 0.5);
+    for (int64_t i = 0; i < w.numElements(); ++i) w.setF(i, 0.25 * double(i % 7) - 0.75);
+    auto want = interpret(*(*source)->lookupFunc("main"), {x, w}, none);
+    auto got = (*ex)->call("main", {x, w});
+    REQUIRE(want.ok());
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+    CHECK((*got)[0].identical((*want)[0]));
+  }
 }

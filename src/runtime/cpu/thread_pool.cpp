@@ -1,5 +1,6 @@
-// ThreadPool: workers wait for a new run's generation, take chunks from an atomic counter
-// until the range is exhausted, then report done; the caller works alongside them.
+// ThreadPool: workers watch for a new run's generation (spinning briefly, then sleeping on a
+// condition variable), take chunks from an atomic counter until the range is exhausted,
+// then report done; the caller works alongside them.
 #include "runtime/cpu/thread_pool.h"
 
 #include <cstdlib>
@@ -10,6 +11,16 @@ namespace kiln::hal::cpu {
 namespace {
 std::atomic<int> gThreads{0};
 constexpr int kMaxThreads = 1024;
+// How long an idle thread watches for more work before sleeping: a few microseconds.
+constexpr int kSpins = 4096;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 } // namespace
 
 void setCpuThreads(int n) { gThreads = n < 1 ? 0 : (n > kMaxThreads ? kMaxThreads : n); }
@@ -39,7 +50,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -56,15 +67,27 @@ void ThreadPool::work() {
 
 void ThreadPool::workerLoop() {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    lock.unlock();
+    uint64_t g = seen;
+    for (int i = 0; i < kSpins; ++i) {
+      g = generation_.load(std::memory_order_acquire);
+      if (g != seen || stop_.load(std::memory_order_relaxed)) break;
+      cpuRelax();
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++sleepers_;
+      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      --sleepers_;
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (stop_.load()) return;
+    seen = g;
     work();
-    lock.lock();
-    if (--active_ == 0) done_.notify_one();
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.notify_one();
+    }
   }
 }
 
@@ -77,19 +100,25 @@ void ThreadPool::run(int64_t total, int64_t chunk,
     for (int64_t b = 0; b < total; b += chunk) fn(b, total - b < chunk ? total : b + chunk);
     return;
   }
+  fn_ = &fn;
+  total_ = total;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  bool sleeping = false;
   {
+    // Raised under mu_, so that a worker about to sleep either sees it or is woken.
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    total_ = total;
-    chunk_ = chunk;
-    next_.store(0, std::memory_order_relaxed);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    sleeping = sleepers_ > 0;
   }
-  wake_.notify_all();
+  if (sleeping) wake_.notify_all();
   work();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return active_ == 0; });
+  for (int i = 0; i < kSpins && active_.load(std::memory_order_acquire) != 0; ++i) cpuRelax();
+  if (active_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+  }
   fn_ = nullptr;
 }
 

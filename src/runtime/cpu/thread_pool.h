@@ -1,7 +1,8 @@
 // The cpu driver's thread pool: N threads (the caller plus N-1 workers) run the chunks of
-// one range of work, handed out through an atomic counter. Idle workers sleep on a
-// condition variable; nothing throws (a worker thread that cannot be started only makes the
-// pool smaller).
+// one range of work, handed out through an atomic counter. A worker that finished a run
+// watches for the next one for a few microseconds (so back-to-back dispatches do not pay a
+// futex wake-up each), then sleeps on a condition variable; nothing throws (a worker thread
+// that cannot be started only makes the pool smaller).
 //
 // N is, in order: setCpuThreads (the CLI's --cpu-threads), the environment's
 // KILN_CPU_THREADS, std::thread::hardware_concurrency.
@@ -40,11 +41,14 @@ private:
   void work();
 
   std::mutex runMu_; // one run at a time
-  std::mutex mu_;
+  std::mutex mu_;    // guards sleepers_ and the condition variables' waits
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0; // one per run; workers join each exactly once
-  bool stop_ = false;
-  int active_ = 0; // workers that have not finished the current run
+  std::atomic<uint64_t> generation_{0}; // one per run; workers join each exactly once
+  std::atomic<bool> stop_{false};
+  std::atomic<int> active_{0}; // workers that have not finished the current run
+  int sleepers_ = 0;           // workers blocked on wake_
+  // The current run, written before generation_ is raised (release) and read after it is
+  // seen (acquire).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t total_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};

@@ -1,9 +1,12 @@
 // RefBuffer: host memory owned by one ref device; every host access is range-checked.
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/ref/ref.h"
 
 namespace kiln::hal::ref {
+
+void HostMemoryFree::operator()(uint8_t* p) const { std::free(p); }
 
 RefBuffer::~RefBuffer() { device_.released(bytes_); }
 

@@ -1,7 +1,7 @@
 // RefDevice: memory accounting, executable loading, and the synchronous queue that runs
 // command buffers with the reference interpreter.
+#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "ir/interp.h"
 #include "runtime/ref/ref.h"
@@ -45,8 +45,10 @@ Result<std::unique_ptr<Buffer>> RefDevice::allocate(uint64_t bytes) {
   if (bytes > kMaxBufferBytes)
     return error(loc, "cannot allocate " + std::to_string(bytes) + " bytes (the limit is " +
                           std::to_string(kMaxBufferBytes) + ")");
-  // At least one byte, so that empty tensors still have a distinct address.
-  std::unique_ptr<uint8_t[]> data(new (std::nothrow) uint8_t[bytes ? bytes : 1]);
+  // At least one byte, so that empty tensors still have a distinct address; aligned_alloc
+  // wants a multiple of the alignment.
+  uint64_t rounded = ((bytes ? bytes : 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  HostMemory data(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
   if (!data) return error(loc, "out of memory allocating " + std::to_string(bytes) + " bytes");
   {
     std::lock_guard<std::mutex> lock(statsMu_);

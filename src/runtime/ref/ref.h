@@ -3,7 +3,8 @@
 // its executables may hold lowered kernels (kernel IR), which it runs on the kernel-IR
 // simulator (runtime/sim/sim.h) thread by thread. Each device has its own memory; a kernel that
 // binds a buffer of another device fails at run time (never a silent copy). Submissions run
-// synchronously on the calling thread, in submission order.
+// synchronously on the calling thread, in submission order. The cpu driver
+// (runtime/cpu/cpu.h) derives from RefDevice and overrides dispatchLowered to call compiled code.
 //
 // N is 8 unless the environment sets KILN_REF_DEVICES (1 to 64): ref devices cost nothing
 // until opened, and 8 lets an 8-stage pipeline run without setting anything.
@@ -25,9 +26,17 @@ Driver* simDriver();
 
 class RefDevice;
 
+// Host memory aligned to kHostAlignment bytes (a cache line, one AVX-512 vector): the cpu
+// driver's compiled kernels may rely on it.
+constexpr uint64_t kHostAlignment = 64;
+struct HostMemoryFree {
+  void operator()(uint8_t* p) const;
+};
+using HostMemory = std::unique_ptr<uint8_t, HostMemoryFree>;
+
 class RefBuffer : public Buffer {
 public:
-  RefBuffer(RefDevice& device, std::unique_ptr<uint8_t[]> data, uint64_t bytes)
+  RefBuffer(RefDevice& device, HostMemory data, uint64_t bytes)
       : device_(device), data_(std::move(data)), bytes_(bytes) {}
   ~RefBuffer() override;
   Device& device() override;
@@ -38,7 +47,7 @@ public:
 
 private:
   RefDevice& device_;
-  std::unique_ptr<uint8_t[]> data_;
+  HostMemory data_;
   uint64_t bytes_;
 };
 
