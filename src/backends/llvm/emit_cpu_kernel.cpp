@@ -511,6 +511,10 @@ private:
       std::vector<llvm::Value*> args;
       for (size_t i = 0; i < op.numOperands(); ++i) args.push_back(in(i));
       KILN_TRY(llvm::Value * v, emitCompute(b_, m_, op, args));
+      if (isWideAccumulation(op))
+        if (auto* add = llvm::dyn_cast<llvm::BinaryOperator>(v);
+            add && add->getOpcode() == llvm::Instruction::FAdd)
+          add->setHasAllowReassoc(true);
       set(res, v);
       return ok();
     }
@@ -604,6 +608,34 @@ private:
       return error(op.loc(), "the CPU backend cannot emit '" + std::string(op.name()) +
                                  "' in kernel @" + k_.name());
     }
+  }
+
+  // An f64 accumulator update, `store (add (load acc[i]), x), acc[i]` on a private buffer:
+  // the wide sums `lower` gives reductions and softmax. Its adds may be reassociated, so
+  // that LLVM vectorizes the loop around it (partial sums in vector lanes). In f64 over
+  // f32 data the order changes the sum by rounding far below the result's f32 precision.
+  bool isWideAccumulation(const Op& op) const {
+    const Value* r = op.result(0);
+    if (op.attrs().getStr("fn") != "add" || r->type().elem() != ElemType::F64 ||
+        r->uses().size() != 1)
+      return false;
+    const Op* store = r->uses()[0].user;
+    if (store->kind() != OpKind::Store || r->uses()[0].operandIndex != 0) return false;
+    const Value* acc = store->operand(1);
+    if (!acc->def() || acc->def()->kind() != OpKind::Alloc ||
+        acc->type().space() != MemSpace::Private)
+      return false;
+    for (const Value* x : op.operands()) {
+      const Op* load = x->def();
+      if (!load || load->kind() != OpKind::Load || load->operand(0) != acc ||
+          load->numOperands() != store->numOperands() - 1)
+        continue;
+      bool same = true;
+      for (size_t k = 1; k < load->numOperands(); ++k)
+        same = same && load->operand(k) == store->operand(k + 1);
+      if (same) return true;
+    }
+    return false;
   }
 
   Result<llvm::Value*> address0(const Buf& buf) {
