@@ -1,12 +1,14 @@
 // The compile driver: a verified tensor-level module in, a Program (what a .kmod holds)
 // out. Pipeline: placement (placeModule: resolve devices, --place, --partition,
 // shape-infer, affinity) when the program uses more than one device or any placement
-// flag, else shape-infer alone; schedule (one kernel per op, on its op's device); memory
-// analysis per entry; one executable payload per target the devices need (ref[0] and
-// ref[1] share target "ref").
+// flag, else shape-infer alone; for a module on its own on a sim or cpu device, the
+// codegen pipeline (fuse, collapse-dims, tile, pad, lower); schedule (one kernel per
+// dispatch or op, on its op's device); memory analysis per entry; one executable payload
+// per target the devices need (ref[0] and ref[1] share target "ref"; a cpu payload holds
+// the kernels' code from the CPU backend, src/backends/cpu).
 //
-// No optimizing pass runs here, so a compiled module gives exactly the interpreter's
-// results; codegen's fuse/lower plug in between schedule and the executables.
+// On ref devices a compiled module gives exactly the interpreter's results; on cpu, results
+// within the rounding of contracted multiply-adds and f32 matmul accumulation.
 #pragma once
 
 #include <functional>
