@@ -117,9 +117,9 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
   bool schedule = needsSchedule(*module, p.entries);
-  bool placed = schedule &&
-                (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
-                 po.stages || po.affinity || mentionsDevices(*module));
+  bool placed =
+      schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
+                   po.stages || po.affinity || mentionsDevices(*module));
   if (placed) {
     PlacementOptions withAffinity = po;
     withAffinity.affinity = true;
