@@ -44,10 +44,13 @@ struct CpuRun {
   cpu::CpuPayload payload;
   Loaded so;
 
-  explicit CpuRun(const std::string& text, const std::string& target = "cpu") {
+  // `codegen` shapes the kernels (a GPU target gives workgroups of many threads, shared
+  // memory and barriers); `target` is the CPU the code is compiled for.
+  explicit CpuRun(const std::string& text, const std::string& target = "cpu",
+                  const std::string& codegen = "cpu") {
     m = parse(text);
     CodegenContext saved = codegenContext();
-    codegenContext().target = *lookupTarget("cpu");
+    codegenContext().target = *lookupTarget(codegen);
     PassManager pm;
     REQUIRE(pm.addPipeline("shape-infer,fuse,collapse-dims,tile,pad,lower").ok());
     std::ostringstream sink;
@@ -132,8 +135,9 @@ HostTensor ramp(ElemType e, std::vector<int64_t> shape, double scale) {
 }
 
 void expectMatchesRef(const std::string& text, const std::vector<HostTensor>& in,
-                      const SymbolBinding& dims = {}, double tol = 1e-5) {
-  CpuRun cpu(text);
+                      const SymbolBinding& dims = {}, double tol = 1e-5,
+                      const std::string& codegen = "cpu") {
+  CpuRun cpu(text, "cpu", codegen);
   auto ref = parse(text);
   WeightStore rw(*ref);
   auto want = interpret(*ref->lookupFunc("main"), in, rw);
@@ -179,6 +183,26 @@ func @main(%x: tensor<{m}x40xf32>, %w: tensor<40x72xf16>) -> (tensor<{m}x72xf32>
   for (int64_t m : {1, 7, 33, 130})
     expectMatchesRef(text, {ramp(ElemType::F32, {m, 40}, 1.0), ramp(ElemType::F16, {40, 72}, 0.5)},
                      {{"m", m}}, 1e-4);
+}
+
+TEST_CASE("cpu: GPU-shaped kernels (many threads, shared memory, barriers) run as phases") {
+  // vulkan:lavapipe tiles the matmul into 16x16-thread workgroups that stage A and B in
+  // shared memory between barriers inside the K loop, with per-thread accumulators.
+  const char* text = R"(symbol m in [1, 512]
+func @main(%x: tensor<{m}x40xf32>, %w: tensor<40x72xf32>) -> (tensor<{m}x72xf32>) {
+  %0 = matmul %x, %w : tensor<{m}x72xf32>
+  %1 = tanh %0 : tensor<{m}x72xf32>
+  return %1
+})";
+  {
+    CpuRun probe(text, "cpu", "vulkan:lavapipe");
+    std::string ir = printModule(*probe.m);
+    REQUIRE(ir.find("barrier") != std::string::npos);
+    REQUIRE(ir.find("shared>") != std::string::npos);
+  }
+  for (int64_t m : {1, 33, 130})
+    expectMatchesRef(text, {ramp(ElemType::F32, {m, 40}, 1.0), ramp(ElemType::F32, {40, 72}, 0.5)},
+                     {{"m", m}}, 1e-5, "vulkan:lavapipe");
 }
 
 TEST_CASE("cpu: softmax, reductions and integer arithmetic") {

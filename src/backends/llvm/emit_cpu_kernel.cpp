@@ -138,15 +138,18 @@ private:
     int cur = -2;
     assignPhases(body_, cur);
     // Values crossing phases get a per-thread slot.
-    for (const auto& [op, phase] : phaseOf_) {
-      if (phase < 0) continue;
-      for (size_t r = 0; r < op->numResults(); ++r) {
-        const Value* v = op->result(r);
+    // In op order, so that the emitted code (and the shared object) is the same every time.
+    for (const auto& opPtr : k_.ops()) {
+      auto def = phaseOf_.find(opPtr.get());
+      if (def == phaseOf_.end() || def->second < 0) continue;
+      for (size_t r = 0; r < opPtr->numResults(); ++r) {
+        const Value* v = opPtr->result(r);
         if (!v->type().isIndex() && !v->type().isScalar() && !v->type().isVector()) continue;
         for (const Use& u : v->uses()) {
           auto it = phaseOf_.find(u.user);
-          if (it == phaseOf_.end() || it->second != phase) {
+          if (it == phaseOf_.end() || it->second != def->second) {
             slots_.emplace(v, nullptr);
+            slotOrder_.push_back(v);
             break;
           }
         }
@@ -233,7 +236,8 @@ private:
       bufs_[op.result(0)] = buf;
       if (!priv) shared_.push_back({a, count * static_cast<uint64_t>(elemTypeBytes(t.elem()))});
     }
-    for (auto& [v, slot] : slots_) {
+    for (const Value* v : slotOrder_) {
+      llvm::AllocaInst*& slot = slots_.at(v);
       llvm::Type* t = valueType(v->type());
       bytes += static_cast<uint64_t>(threads_) * 16;
       if (bytes > kMaxStackBytes)
@@ -737,7 +741,8 @@ private:
   int numPhases_ = 0;
   int curPhase_ = -1;
   bool inThread_ = false;
-  std::map<const Value*, llvm::AllocaInst*> slots_;
+  std::unordered_map<const Value*, llvm::AllocaInst*> slots_;
+  std::vector<const Value*> slotOrder_; // slots_ keys in op order
   std::unordered_map<const Value*, llvm::Value*> vals_;
   std::unordered_map<const Value*, Buf> bufs_;
   std::vector<std::pair<llvm::AllocaInst*, uint64_t>> shared_;
