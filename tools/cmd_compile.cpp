@@ -3,6 +3,7 @@
 
 #include "backends/target.h"
 #include "cli.h"
+#include "compiler/donation.h"
 #include "ir/printer.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
@@ -23,6 +24,9 @@ kiln dump).
   --devices=auto        declare every device the program references
   --place=PATTERN=DEV   pin ops matching the glob PATTERN to device DEV (repeatable)
   --partition=pipeline:N  split the graph into N stages over the first N devices
+  --donate=[@FUNC:]ARG[:RESULT]  write result RESULT over argument ARG (a name or index) in
+                        place; RESULT defaults to the one result of ARG's type (repeatable;
+                        the same as `donate RESULT` after the argument in IR; docs/donation.md)
   --report=placement    print the placement report (devices, transfers, parameters) to
                         stdout; the module is still written when -o is given
   --emit=kir            write the verified input IR instead of a module
@@ -48,6 +52,7 @@ kiln dump).
 int runCompile(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = withPlacementFlags({
       {"output", true, false, "o"},
+      {"donate", true, true, ""},
       {"emit", true, false, ""},
       {"report", true, false, ""},
       {"external-weights", false, false, ""},
@@ -109,6 +114,7 @@ int runCompile(const std::vector<std::string>& args) {
     if (!id.ok()) return fail(id.diags());
   }
   opts.embedWeights = !a.has("external-weights");
+  opts.donate = a.all("donate");
   opts.cpuTarget = target;
   std::string cpuText;
   if (emit == "llvm" || emit == "asm") {
@@ -130,6 +136,7 @@ int runCompile(const std::vector<std::string>& args) {
 
   auto module = loadInputModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());
+  if (Status d = applyDonations(**module, opts.donate); !d.ok()) return fail(d.diags());
   std::string text;
   if (emit == "kir") {
     text = printModule(**module);

@@ -22,6 +22,9 @@ is compiled in memory first; a .kmod file runs as compiled.
   --place=PATTERN=DEV   (source models) pin matching ops to DEV (repeatable)
   --partition=pipeline:N  (source models) split into N stages over the first N devices
   --function=NAME       function to run (default: main, else the only function)
+  --donate=[@FUNC:]ARG[:RESULT]  (source models) write result RESULT over argument ARG
+                        (a name or index) in place; RESULT defaults to the one result of
+                        ARG's type (repeatable; docs/donation.md)
   --input=@FILE.npy     next argument from a .npy file (repeatable, in argument order)
   --input=LITERAL       next argument from a literal: 2x3xf32=1 2 3 4 5 6, f32=7,
                         4xi64=0 (one value fills all), nan/inf/-inf, true/false for i1
@@ -36,6 +39,7 @@ Without --output or --output-dir each result is printed as `result[i]: tensor<..
 int runRun(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = withPlacementFlags({
       {"function", true, false, ""},
+      {"donate", true, true, ""},
       {"input", true, true, ""},
       {"output", true, true, ""},
       {"output-dir", true, false, ""},
@@ -73,7 +77,7 @@ int runRun(const std::vector<std::string>& args) {
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto program = loadProgramInput(a.positional[0], *placement);
+  auto program = loadProgramInput(a.positional[0], *placement, a.all("donate"));
   if (!program.ok()) return fail(program.diags());
   auto entry = pickEntry(**program, a.get("function"));
   if (!entry.ok()) return fail(entry.diags());

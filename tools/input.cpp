@@ -17,14 +17,19 @@ Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
 }
 
 Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
-                                                        const PlacementOptions& placement) {
+                                                        const PlacementOptions& placement,
+                                                        const std::vector<std::string>& donate) {
   if (isModuleFile(path)) {
+    if (!donate.empty())
+      return error(Loc::named("--donate"), "a .kmod keeps the donations it was compiled with; "
+                                           "give --donate to kiln compile");
     KILN_TRY(Program p, loadProgramFile(path));
     return std::make_shared<const Program>(std::move(p));
   }
   KILN_TRY(std::unique_ptr<Module> m, loadInputModule(path));
   CompileOptions opts;
   opts.placement = placement;
+  opts.donate = donate;
   // In memory the weights stay in their files, read lazily as the interpreter would.
   opts.embedWeights = false;
   KILN_TRY(Program p, compileProgram(std::move(m), opts));

@@ -8,10 +8,12 @@
 #include <set>
 
 #include "backends/target.h"
+#include "compiler/donation.h"
 #include "compiler/memory.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir/weights.h"
+#include "passes/donate.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "runtime/drivers.h"
@@ -112,6 +114,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_TRY(hal::DeviceId id, hal::parseDeviceId(po.devices.devices[i], Loc::named("--device")));
     if (i == 0) defaultDevice = id.str();
   }
+  KILN_CHECK(applyDonations(*module, opts.donate));
+  KILN_CHECK(verifyModule(*module));
   Program p;
   std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
@@ -133,6 +137,9 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_CHECK(createShapeInferPass()->run(*module));
   }
   if (opts.afterPlacement) KILN_CHECK(opts.afterPlacement(*module));
+  // Every donation can be written in place (fuse and schedule rely on it).
+  if (schedule)
+    for (const std::string& e : p.entries) KILN_CHECK(analyzeDonations(*module->lookupFunc(e)));
   bool sim = defaultDevice.starts_with("sim[");
   bool cpu = defaultDevice.starts_with("cpu[");
   // A module that is already a schedule keeps its kernels as they are.

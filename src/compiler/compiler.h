@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "passes/placement.h"
 #include "runtime/program.h"
@@ -39,6 +40,9 @@ struct CompileOptions {
   // "llvm" (optimized LLVM IR) or "asm" (x86-64 assembly) — kiln compile --emit=llvm|asm.
   std::string cpuTextKind;
   std::string* cpuText = nullptr;
+  // --donate specs, `[@FUNC:]ARG[:RESULT]` (compiler/donation.h): arguments whose storage
+  // their result is written into, in addition to the `donate` the module's text declares.
+  std::vector<std::string> donate;
 };
 
 // The device a module runs on when nothing names one: cpu[0] when this build has the CPU

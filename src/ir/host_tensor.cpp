@@ -11,8 +11,9 @@ HostTensor::HostTensor(ElemType elem, std::vector<int64_t> shape)
   size_t bytes = byteSize();
   // 64-byte aligned storage, rounded up so an empty tensor still has a valid pointer.
   size_t words = (bytes + 63) / 64 + 1;
-  auto storage = std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[words * 64](),
-                                            [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
+  auto storage =
+      std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[words * 64](),
+                                 [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
   data_ = storage.get();
   owner_ = std::shared_ptr<const void>(storage, storage.get());
 }
@@ -24,6 +25,14 @@ HostTensor HostTensor::view(ElemType elem, std::vector<int64_t> shape, const voi
   t.shape_ = std::move(shape);
   t.data_ = static_cast<const uint8_t*>(data);
   t.owner_ = std::move(owner);
+  t.writable_ = false;
+  return t;
+}
+
+HostTensor HostTensor::wrap(ElemType elem, std::vector<int64_t> shape, void* data,
+                            std::shared_ptr<const void> owner) {
+  HostTensor t = view(elem, std::move(shape), data, std::move(owner));
+  t.writable_ = true;
   return t;
 }
 

@@ -25,6 +25,10 @@ public:
   // alive (a mapping, a buffer).
   static HostTensor view(ElemType elem, std::vector<int64_t> shape, const void* data,
                          std::shared_ptr<const void> owner);
+  // The same over memory the caller lets kiln write (a donated argument's result is written
+  // into it); view() tensors are read-only to kiln.
+  static HostTensor wrap(ElemType elem, std::vector<int64_t> shape, void* data,
+                         std::shared_ptr<const void> owner);
 
   ElemType elem() const { return elem_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -33,6 +37,8 @@ public:
   size_t byteSize() const { return static_cast<size_t>(numElements()) * elemTypeBytes(elem_); }
   const uint8_t* data() const { return data_; }
   uint8_t* mutableData() { return const_cast<uint8_t*>(data_); }
+  // Whether kiln may write the storage: tensors it allocated (constructor, clone) and wrap().
+  bool writable() const { return writable_; }
 
   // Element i (flat, C order) as f64 (floats exact, integers may round above 2^53) or as
   // int64 (floats truncate toward zero).
@@ -54,6 +60,7 @@ private:
   std::vector<int64_t> shape_;
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;
+  bool writable_ = true;
 };
 
 } // namespace kiln

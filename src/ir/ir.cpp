@@ -72,6 +72,15 @@ std::optional<DeviceTarget> Func::argDevice(size_t i) const {
   return i < argDevices_.size() ? argDevices_[i] : std::nullopt;
 }
 
+std::optional<size_t> Func::argDonation(size_t i) const {
+  return i < argDonations_.size() ? argDonations_[i] : std::nullopt;
+}
+
+void Func::setArgDonation(size_t i, std::optional<size_t> result) {
+  if (argDonations_.size() <= i) argDonations_.resize(i + 1);
+  argDonations_[i] = result;
+}
+
 void Func::setArgDevice(size_t i, std::optional<DeviceTarget> d) {
   if (argDevices_.size() <= i) argDevices_.resize(i + 1);
   argDevices_[i] = std::move(d);

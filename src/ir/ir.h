@@ -148,6 +148,11 @@ public:
   void setArgDevice(size_t i, std::optional<DeviceTarget> d);
   std::optional<DeviceTarget> resultDevice(size_t i) const;
   void setResultDevice(size_t i, std::optional<DeviceTarget> d);
+  // Donation (`%cache: tensor<...> donate 1`): the caller gives argument i's storage to
+  // result `donation(i)`, which is written over it in place (a KV cache updated by a
+  // scatter_nd); passes/donate.h says which computations can do that.
+  std::optional<size_t> argDonation(size_t i) const;
+  void setArgDonation(size_t i, std::optional<size_t> result);
 
   using OpList = std::list<std::unique_ptr<Op>>;
   const OpList& ops() const { return ops_; }
@@ -172,6 +177,7 @@ private:
   std::vector<std::unique_ptr<Value>> args_;
   std::vector<Type> resultTypes_;
   std::vector<std::optional<DeviceTarget>> argDevices_, resultDevices_;
+  std::vector<std::optional<size_t>> argDonations_;
   OpList ops_;
 };
 

@@ -280,6 +280,12 @@ private:
       values_.emplace(argTok.value,
                       Defined{f->addArg(std::move(type), argTok.value), lex_.locOf(argTok)});
       KILN_CHECK(parseOn([f, index](DeviceTarget t) { f->setArgDevice(index, std::move(t)); }));
+      if (isIdent("donate")) {
+        advance();
+        KILN_TRY(int64_t r, parseInt("the index of the result the argument is donated to"));
+        if (r < 0) return error(lex_.locOf(argTok), "a donation names a result index >= 0");
+        f->setArgDonation(index, static_cast<size_t>(r));
+      }
     }
     advance();
 

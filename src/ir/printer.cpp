@@ -237,7 +237,8 @@ std::string printFunc(const Func& f, const PrintOptions& opts) {
   std::string s = "func " + globalName(f.name()) + "(";
   for (size_t i = 0; i < f.numArgs(); ++i)
     s += (i ? ", " : "") + names(f.arg(i)) + ": " + f.arg(i)->type().str() +
-         printOn(f.argDevice(i), &f);
+         printOn(f.argDevice(i), &f) +
+         (f.argDonation(i) ? " donate " + std::to_string(*f.argDonation(i)) : "");
   s += ") -> (";
   for (size_t i = 0; i < f.resultTypes().size(); ++i)
     s += (i ? ", " : "") + f.resultTypes()[i].str() + printOn(f.resultDevice(i), &f);

@@ -13,6 +13,7 @@
 //   F3  every symbol used in argument and declared result types is declared
 //   F4  use lists are exact: each argument's and result's uses name an op of this
 //       function whose operand at that index is the value, each (op, index) once
+//   F5  a donated argument names a result of the same type, and no result takes two donations
 // Op, generic (every level)
 //   O1  every operand is non-null and is an argument of this function or a result of an
 //       earlier op in it, and the operand's use list records this use
@@ -108,6 +109,7 @@ public:
       checkUses(f_.arg(i), f_.loc());
     }
     for (const Type& t : f_.resultTypes()) checkTypeSymbols(t, f_.loc(), "declared result");
+    checkDonations();
     for (const auto& op : f_.ops()) checkOp(*op);
     if (isKernel_) checkKernelStructure();
     return std::move(diags_);
@@ -145,6 +147,31 @@ private:
       if (v && !compatible(v->type(), want[i], syms_))
         opError(last, "return operand " + std::to_string(i) + " has type " + v->type().str() +
                           " but @" + f_.name() + " declares " + want[i].str());
+    }
+  }
+
+  // F5
+  void checkDonations() {
+    std::vector<int> donor(f_.resultTypes().size(), -1);
+    for (size_t i = 0; i < f_.numArgs(); ++i) {
+      std::optional<size_t> r = f_.argDonation(i);
+      if (!r) continue;
+      std::string what = "argument " + std::to_string(i) + " of @" + f_.name();
+      if (*r >= donor.size()) {
+        funcError(what + " is donated to result " + std::to_string(*r) + ", but @" + f_.name() +
+                  " has " + std::to_string(donor.size()) + " results");
+        continue;
+      }
+      const Type& want = f_.resultTypes()[*r];
+      if (f_.arg(i)->type().str() != want.str())
+        funcError(what + " has type " + f_.arg(i)->type().str() + " but the result " +
+                  std::to_string(*r) + " it is donated to has type " + want.str() +
+                  "; a donation needs the same type");
+      if (donor[*r] >= 0)
+        funcError("result " + std::to_string(*r) + " of @" + f_.name() +
+                  " takes two donations (arguments " + std::to_string(donor[*r]) + " and " +
+                  std::to_string(i) + ")");
+      donor[*r] = static_cast<int>(i);
     }
   }
 

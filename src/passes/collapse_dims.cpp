@@ -5,7 +5,8 @@
 //              value of the kernel (each value has both dims at full extent, both of size 1,
 //              or neither), both are parallel (a matmul's K, reductions and softmax axes are
 //              never merged: kernels with reductions, softmax or index-changing views are
-//              left alone), the target can still express the result (a merged batch dim
+//              left alone, and so are dispatches that write a donated argument in place),
+//              the target can still express the result (a merged batch dim
 //              fits the grid), and the shared-memory footprint that `tile` would choose
 //              (the one footprint function) does not grow. The caller reshapes operands
 //              and results (views: no copies).
@@ -118,7 +119,8 @@ public:
       for (Op* d : f->opsSnapshot()) {
         if (d->kind() != OpKind::Dispatch) continue;
         Func* k = dispatchKernel(m, *d);
-        if (!k || isLoweredKernel(*k)) continue;
+        // A dispatch writing a donated argument in place reads it unreshaped (donate.h).
+        if (!k || isLoweredKernel(*k) || d->attrs().has("in_place")) continue;
         auto o = ctx.overrides.find(k->name());
         if (o == ctx.overrides.end()) o = ctx.overrides.find("*");
         if (o != ctx.overrides.end() && !o->second.collapse) continue;

@@ -23,12 +23,15 @@
 // and one restriction (FusionRules::transcendentalIntoContraction, off on CPU targets): a
 // transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
+// An op that writes a donated argument in place (passes/donate.h) is always alone in its
+// dispatch, which records `in_place = [operand, 0]`.
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "ir/builder.h"
 #include "passes/codegen.h"
+#include "passes/donate.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -64,7 +67,8 @@ bool isTranscendental(const Op& op) {
 
 class Grouping {
 public:
-  Grouping(Func& f, const FusionRules& rules) : f_(f), rules_(rules), ops_(f.opsSnapshot()) {
+  Grouping(Func& f, const FusionRules& rules, std::set<const Op*> alone)
+      : f_(f), rules_(rules), ops_(f.opsSnapshot()), alone_(std::move(alone)) {
     for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
     group_.assign(ops_.size(), -1);
   }
@@ -74,11 +78,12 @@ public:
       Op& op = *ops_[i];
       if (!isComputing(op)) continue;
       std::optional<int> target = consumerGroup(op);
-      if (target && canJoin(op, *target)) {
+      if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target)) {
         add(*target, i);
       } else {
         groups_.push_back({});
         add(static_cast<int>(groups_.size()) - 1, i);
+        if (alone_.count(&op)) aloneGroups_.insert(static_cast<int>(groups_.size()) - 1);
       }
     }
   }
@@ -169,6 +174,8 @@ private:
   std::map<const Op*, size_t> index_;
   std::vector<int> group_;
   std::vector<std::vector<size_t>> groups_;
+  std::set<const Op*> alone_; // writers of donated arguments
+  std::set<int> aloneGroups_;
 };
 
 std::string freshName(const Module& m, const std::string& base, int& counter) {
@@ -179,8 +186,8 @@ std::string freshName(const Module& m, const std::string& base, int& counter) {
 }
 
 // Outlines one group into a kernel function and replaces it by a dispatch at the end of f.
-// `members` are in source order.
-void outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
+// `members` are in source order. Returns the dispatch (null when the group was dead).
+Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
   std::set<const Op*> in(members.begin(), members.end());
   std::vector<Value*> inputs, outputs;
   std::set<Value*> seenInputs;
@@ -196,7 +203,7 @@ void outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) 
     }
   if (outputs.empty()) { // dead code: nothing outside reads the group
     for (auto it = members.rbegin(); it != members.rend(); ++it) f.erase(*it);
-    return;
+    return nullptr;
   }
   std::string name = freshName(m, f.name(), counter);
   auto kernel = std::make_unique<Func>(name, members.front()->loc());
@@ -227,10 +234,19 @@ void outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) 
   Op* d = b.createUnchecked(OpKind::Dispatch, inputs, a, outTypes);
   for (size_t i = 0; i < outputs.size(); ++i) outputs[i]->replaceAllUsesWith(d->result(i));
   for (auto it = members.rbegin(); it != members.rend(); ++it) f.erase(*it);
+  return d;
 }
 
-void fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
-  Grouping g(f, rules);
+Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
+  KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
+  std::map<const Op*, Value*> inPlace; // writer -> the operand it writes over
+  std::set<const Op*> alone;
+  for (const Donation& d : donations)
+    if (d.writer && d.writer->kind() != OpKind::Dispatch) {
+      inPlace[d.writer] = d.writer->operand(d.operand);
+      alone.insert(d.writer);
+    }
+  Grouping g(f, rules, std::move(alone));
   g.run();
   const std::vector<Op*>& ops = g.ops();
   // Units: a group, or an op outside every group; emitted in a topological order that keeps
@@ -267,7 +283,14 @@ void fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
       std::vector<size_t> idx = g.groups()[u];
       std::sort(idx.begin(), idx.end());
       for (size_t i : idx) members.push_back(ops[i]);
-      outline(m, f, members, counter);
+      auto ip = members.size() == 1 ? inPlace.find(members[0]) : inPlace.end();
+      Value* over = ip == inPlace.end() ? nullptr : ip->second;
+      Op* d = outline(m, f, members, counter);
+      if (d && over) {
+        const std::vector<Value*>& in = d->operands();
+        auto k = std::find(in.begin(), in.end(), over) - in.begin();
+        d->attrs().set("in_place", std::vector<int64_t>{static_cast<int64_t>(k), 0});
+      }
     } else if (ops[u - numGroups] != ret) {
       f.move(ops[u - numGroups], nullptr);
     }
@@ -275,6 +298,7 @@ void fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
       if (--pending[s] == 0) ready.insert({firstIndex[s], s});
   }
   if (ret) f.move(ret, nullptr);
+  return ok();
 }
 
 class FusePass : public Pass {
@@ -288,7 +312,7 @@ public:
     for (const auto& f : m.funcs())
       if (!kernels.count(f->name()) && !isLoweredKernel(*f)) todo.push_back(f.get());
     int counter = 0;
-    for (Func* f : todo) fuseFunc(m, *f, codegenContext().target.fusion, counter);
+    for (Func* f : todo) KILN_CHECK(fuseFunc(m, *f, codegenContext().target.fusion, counter));
     return ok();
   }
 };

@@ -24,6 +24,8 @@
 // thread per workgroup) get CPU-shaped code instead: a register-blocked matmul micro-kernel
 // with f32 accumulation (TargetDesc::wideAccumulation) and contiguous row loops with row
 // reductions hoisted before the column loop; both use exact loop bounds, never masks.
+// A dispatch marked `in_place` whose kernel is one scatter_nd (a donated argument, see
+// passes/donate.h) writes only the updates: its output buffer already holds the data.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -51,8 +53,9 @@ ElemType matmulAccElem(ElemType e, const TargetDesc& t) {
 class Emitter {
 public:
   Emitter(const Func& src, const KernelShape& shape, const TilePlan& plan, bool guarded,
-          const TargetDesc& target)
-      : src_(src), shape_(shape), plan_(plan), guarded_(guarded), target_(target) {}
+          const TargetDesc& target, bool scatterInPlace = false)
+      : src_(src), shape_(shape), plan_(plan), guarded_(guarded), target_(target),
+        scatterInPlace_(scatterInPlace) {}
 
   Result<std::unique_ptr<Func>> run() {
     k_ = std::make_unique<Func>(src_.name(), src_.loc());
@@ -79,7 +82,9 @@ public:
     pro_ = std::make_unique<Builder>(k_.get(), config_);
     pro_->setLoc(src_.loc());
     consts_[1] = one;
-    if (shape_.strategy == Strategy::Matmul) {
+    if (scatterInPlace_) {
+      KILN_CHECK(emitScatterInPlace(*ret));
+    } else if (shape_.strategy == Strategy::Matmul) {
       KILN_CHECK(emitMatmul(*ret));
     } else {
       KILN_CHECK(emitPointwise(*ret));
@@ -850,6 +855,64 @@ private:
     return ok();
   }
 
+  // scatter_nd over its own data (the output buffer is the data's): each thread owns
+  // elements of the update slice and walks the index tuples in order, so duplicate indices
+  // apply in order as in the interpreter. Workgroup x takes slice elements
+  // [x*C, min(x*C + C, S)), its threads every workgroup-size-th of them.
+  Status emitScatterInPlace(const Op& ret) {
+    const Op& sc = *ret.operand(0)->def();
+    const Value* data = sc.operand(0);
+    const Value* ind = sc.operand(1);
+    const Value* upd = sc.operand(2);
+    const Shape& ds = data->type().shape();
+    const Shape& is = ind->type().shape();
+    if (is.empty() || !is.back().isStatic() || is.back().value() > static_cast<int64_t>(ds.size()))
+      return error(sc.loc(), "lower: scatter_nd in place needs a static index-tuple length");
+    auto q = static_cast<size_t>(is.back().value());
+    Shape tupleShape(is.begin(), is.end() - 1),
+        sliceShape(ds.begin() + static_cast<long>(q), ds.end());
+    int64_t threads = plan_.workgroup[0];
+    int64_t chunk = target_.cpu ? 4096 : threads;
+    Value* S = product(sliceShape, 0, sliceShape.size());
+    Value* T = product(tupleShape, 0, tupleShape.size());
+    config_->setOperand(
+        0, idx(OpKind::IMax, idx(OpKind::ICeilDiv, S, cst(chunk), pro_.get()), cst(1), pro_.get()));
+    Value* wx = mk(*body_, OpKind::WorkgroupId, {}, Type::index(), axisAttr(0));
+    Value* lid = mk(*body_, OpKind::LocalId, {}, Type::index(), axisAttr(0));
+    Value* e0 = idx(OpKind::IMul, wx, cst(chunk));
+    Value* e1 = idx(OpKind::IMin, idx(OpKind::IAdd, e0, cst(chunk)), S);
+    std::string red = sc.attrs().getStr("reduction", "none");
+    ElemType e = data->type().elem();
+    Value* t = beginFor(cst(0), T, cst(1));
+    std::vector<Value*> tix = delinearize(t, tupleShape);
+    std::vector<Value*> at;
+    for (size_t j = 0; j < q; ++j) {
+      std::vector<Value*> ii = tix;
+      ii.push_back(cst(static_cast<int64_t>(j)));
+      KILN_TRY(Value * iv, load(ind, ii));
+      at.push_back(
+          normIndex(mk(*body_, OpKind::ICast, {castTo(iv, ElemType::I64)}, Type::index()), ds[j]));
+    }
+    Value* el = beginFor(idx(OpKind::IAdd, e0, lid), e1, cst(threads));
+    std::vector<Value*> six = delinearize(el, sliceShape);
+    std::vector<Value*> uix = tix, oix = at;
+    uix.insert(uix.end(), six.begin(), six.end());
+    oix.insert(oix.end(), six.begin(), six.end());
+    KILN_TRY(Value * v, load(upd, uix));
+    if (red != "none") {
+      std::vector<Value*> ops{outs_[0]};
+      ops.insert(ops.end(), oix.begin(), oix.end());
+      Value* old = mk(*body_, OpKind::Load, ops, Type::scalar(e));
+      v = compute(red, {old, v}, e);
+    }
+    std::vector<Value*> ops{v, outs_[0]};
+    ops.insert(ops.end(), oix.begin(), oix.end());
+    body_->createUnchecked(OpKind::Store, ops, {}, {});
+    endFor();
+    endFor();
+    return ok();
+  }
+
   Status emitPointwise(const Op& ret) {
     if (plan_.cpuRows()) return emitRows(ret);
     const Shape& s = shape_.outShape;
@@ -1238,6 +1301,7 @@ private:
   TilePlan plan_;
   bool guarded_;
   const TargetDesc& target_;
+  bool scatterInPlace_ = false;
   std::unique_ptr<Func> k_;
   std::unique_ptr<Builder> pro_, body_;
   Op* config_ = nullptr;
@@ -1284,6 +1348,16 @@ Status checkResources(const Func& k, const TargetDesc& t) {
   return ok();
 }
 
+// A dispatch whose kernel is one scatter_nd written over its data operand (in_place).
+bool isScatterInPlace(const Op& d, const Func& k) {
+  std::vector<int64_t> ip = d.attrs().getInts("in_place");
+  if (ip.size() != 2 || k.numOps() != 2) return false;
+  const Op& op = *k.ops().front();
+  return op.kind() == OpKind::ScatterNd && op.operand(0)->isArg() &&
+         static_cast<int64_t>(op.operand(0)->index()) == ip[0] && ip[1] == 0 &&
+         k.terminator()->operand(0) == op.result();
+}
+
 class LowerPass : public Pass {
 public:
   Status run(Module& m) override {
@@ -1297,13 +1371,19 @@ public:
     for (auto [d, k] : work) {
       if (!done.insert(k).second || isLoweredKernel(*k)) continue;
       KernelShape s = analyzeKernel(*k);
-      if (s.strategy == Strategy::Host) continue;
+      bool scatter = isScatterInPlace(*d, *k);
+      if (s.strategy == Strategy::Host && !scatter) continue;
       KILN_CHECK(checkElemTypes(*k, target));
-      TilePlan p = planOf(*d, s);
-      if (std::optional<std::string> why = planProblem(s, p, target, false))
-        return error(d->loc(), "kernel @" + k->name() + ": " + *why);
+      TilePlan p;
+      if (scatter) {
+        p.workgroup = {target.cpu ? 1 : 64, 1, 1};
+      } else {
+        p = planOf(*d, s);
+        if (std::optional<std::string> why = planProblem(s, p, target, false))
+          return error(d->loc(), "kernel @" + k->name() + ": " + *why);
+      }
       bool guarded = d->attrs().getInt("guarded", 1) != 0;
-      Emitter e(*k, s, p, guarded, target);
+      Emitter e(*k, s, p, guarded, target, scatter);
       KILN_TRY(std::unique_ptr<Func> lowered, e.run());
       KILN_CHECK(checkResources(*lowered, target));
       recordPlan(*d, p);

@@ -27,12 +27,17 @@
 //                                                         wait {device = "ref[0]"}
 //                                                         return %1
 //
+// Donation (passes/donate.h): the op that writes a donated argument's result launches with
+// the argument's upload as its output buffer (the upload is marked `donated = 1` and, being
+// returned, never freed); a result that is the donated argument itself returns its upload.
+//
 // One op per kernel keeps the ref target exact; codegen's `fuse` outlines bigger groups
 // into the same kind of kernel function, which `dispatch` names.
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "passes/donate.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -140,8 +145,18 @@ private:
                                       std::string(op->name()) +
                                       "' has a `?` dim; run shape-infer first");
     used_.clear();
+    KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
     // Arguments live on the host: upload each used one once per device that reads it.
     uploadArgs(f);
+    std::map<const Op*, const Donation*> writers;
+    for (const Donation& d : donations) {
+      if (d.writer) {
+        writers[d.writer] = &d;
+        markDonated(d.writer->operand(d.operand));
+      } else {
+        markDonated(f.terminator()->operand(d.result));
+      }
+    }
     size_t kernelCount = 0;
     for (Op* op : f.opsSnapshot()) {
       if (op->info().level != OpLevel::Tensor) continue;
@@ -180,7 +195,12 @@ private:
         m.addFunc(outline(*op, name));
       }
       std::vector<Value*> operands = op->operands();
+      auto w = writers.find(op);
       for (size_t r = 0; r < op->numResults(); ++r) {
+        if (w != writers.end() && w->second->output == r) {
+          operands.push_back(op->operand(w->second->operand)); // written in place
+          continue;
+        }
         Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(device),
                          {op->result(r)->type()}, op->loc());
         operands.push_back(a->result());
@@ -196,6 +216,12 @@ private:
     }
     insertFrees(f);
     return ok();
+  }
+
+  // Marks the upload of a donated argument (what `v` is after uploadArgs).
+  static void markDonated(Value* v) {
+    if (v->def() && v->def()->kind() == OpKind::TransferTo)
+      v->def()->attrs().set("donated", int64_t(1));
   }
 
   // The op alone in a function of its operands, returning its results.

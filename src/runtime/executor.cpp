@@ -123,6 +123,8 @@ struct Slot {
   hal::Buffer* buffer = nullptr;
   std::unique_ptr<hal::Buffer> owned;
   size_t device = 0;
+  std::optional<size_t> donor; // the donated argument whose storage this buffer is or returns to
+  bool imported = false;       // the buffer is the donor's memory itself
   ElemType elem = ElemType::F32;
   std::vector<int64_t> shape;
   hal::Binding binding() const { return {buffer, elem, shape}; }
@@ -138,6 +140,13 @@ Result<std::vector<int64_t>> concreteShape(const Type& t, const SymbolBinding& b
     shape.push_back(*v);
   }
   return shape;
+}
+
+// Whether two tensors' bytes overlap.
+bool overlaps(const HostTensor& a, const HostTensor& b) {
+  const uint8_t *pa = a.data(), *pb = b.data();
+  return pa && pb && a.byteSize() && b.byteSize() && pa < pb + b.byteSize() &&
+         pb < pa + a.byteSize();
 }
 
 Result<uint64_t> byteCount(ElemType elem, const std::vector<int64_t>& shape, const Loc& loc) {
@@ -187,6 +196,33 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     s.buffer = s.owned.get();
     return s;
   };
+  // The upload of donated argument `a`: the caller's memory itself when the tensor is
+  // writable, overlaps no other argument and the device can use it; else a copy, written
+  // back into the tensor by `return` when it is writable and overlaps nothing.
+  auto donatedSlot = [&](const Op& op, size_t device, size_t a) -> Result<Slot> {
+    const HostTensor& t = inputs[a];
+    bool alone = t.writable();
+    for (size_t j = 0; j < inputs.size() && alone; ++j) alone = j == a || !overlaps(inputs[j], t);
+    Slot s;
+    s.device = device;
+    s.elem = op.result(0)->type().elem();
+    KILN_TRY(s.shape, concreteShape(op.result(0)->type(), binding, op.loc()));
+    if (alone) {
+      s.owned = devices_[device]->device->importHost(const_cast<uint8_t*>(t.data()), t.byteSize());
+      s.imported = s.owned != nullptr;
+    }
+    if (!s.owned) {
+      KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, op.loc()));
+      KILN_TRY(s.owned, devices_[device]->device->allocate(bytes));
+      if (t.byteSize() != bytes)
+        return error(op.loc(),
+                     "transfer_to: input " + std::to_string(a) + " does not fill its buffer");
+      KILN_CHECK(s.owned->write(0, t.data(), t.byteSize()));
+    }
+    s.buffer = s.owned.get();
+    if (alone) s.donor = a;
+    return s;
+  };
   auto finish = [&]() {
     for (auto& d : devices_) stats_.peakBytes += d->device->memoryStats().peakBytes;
   };
@@ -214,8 +250,13 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::TransferTo: {
-      KILN_TRY(Slot s, newSlot(op, *dev));
       const Value* src = op.operand(0);
+      if (op.attrs().getInt("donated") && src->isArg() && src->argOf() == f) {
+        KILN_TRY(Slot s, donatedSlot(op, *dev, src->index()));
+        env[op.result(0)] = std::move(s);
+        break;
+      }
+      KILN_TRY(Slot s, newSlot(op, *dev));
       if (src->isArg() && src->argOf() == f) {
         const HostTensor& t = inputs[src->index()];
         if (t.byteSize() != s.buffer->byteSize())
@@ -267,6 +308,12 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       std::vector<HostTensor> results;
       for (size_t i = 0; i < op.numOperands(); ++i) {
         KILN_TRY(Slot * s, slotOf(op.operand(i), op));
+        if (s->donor) { // the caller's tensor holds the result (written in place or copied)
+          HostTensor t = inputs[*s->donor];
+          if (!s->imported) KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
+          results.push_back(std::move(t));
+          continue;
+        }
         HostTensor t(s->elem, s->shape);
         KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
         results.push_back(std::move(t));

@@ -8,6 +8,15 @@
 // command buffer, `free` releases a buffer after submitting the pending work that may read it,
 // `wait` submits the pending work and waits on the device's timeline semaphore, `return` waits for
 // every device and reads the results back. One executor runs one call at a time.
+//
+// Donation (`%cache: ... donate 1`, docs/donation.md): the call writes result 1 into argument
+// %cache's storage. When the argument's tensor is writable (HostTensor::writable) and the
+// device can use its memory (ref and cpu: host memory aligned to 64 bytes, which every
+// HostTensor kiln allocates is), the kernels work on the caller's memory directly: no upload,
+// no read-back, and result 1 is returned sharing the argument's storage. Otherwise the
+// argument is uploaded as usual and, when writable, the result is copied back into it, so
+// either way a writable donated argument holds the result after the call. A read-only one
+// (HostTensor::view, such as an mmap'ed .npy file) is left unchanged.
 #pragma once
 
 #include <map>

@@ -113,6 +113,13 @@ public:
   virtual void resetPeak() = 0;
 
   virtual Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes) = 0;
+  // A buffer over `bytes` of host memory at `data`, which the caller keeps alive and which
+  // kernels read and write directly (a donated argument's storage), or null when this
+  // device cannot use that memory (not host memory, or not aligned as its buffers are).
+  virtual std::unique_ptr<Buffer> importHost(uint8_t* data, uint64_t bytes) {
+    (void)data, (void)bytes;
+    return nullptr;
+  }
   // `payload` is the executable's bytes in the module; `target` names its format.
   virtual Result<std::unique_ptr<Executable>> loadExecutable(const std::string& target,
                                                              const std::string& payload) = 0;

@@ -7,6 +7,7 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <set>
 
 #include <algorithm>
 
@@ -75,6 +76,19 @@ Result<TargetDesc> cpuCodegenTarget(const std::string& name) {
   return t;
 }
 
+// Kernels some launch binds one buffer to twice (an input written in place: donation).
+static std::set<std::string> aliasingKernels(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops()) {
+      if (op->kind() != OpKind::Launch) continue;
+      std::set<const Value*> seen;
+      for (const Value* v : op->operands())
+        if (!seen.insert(v).second) out.insert(op->attrs().getStr("kernel"));
+    }
+  return out;
+}
+
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
                                       const std::string& irText, const std::string& target,
                                       CpuOutput output) {
@@ -87,13 +101,15 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
   llvm::LLVMContext ctx;
   auto lm = std::make_unique<llvm::Module>("kiln-kernels", ctx);
   bool any = false;
+  std::set<std::string> aliasing = aliasingKernels(m);
   for (size_t i = 0; i < kernels.size(); ++i) {
     CpuKernelInfo info;
     info.name = kernels[i]->name();
     if (isLowered(*kernels[i])) {
       KILN_TRY(llvmgen::EmittedKernel e,
                llvmgen::emitCpuKernel(*lm, *kernels[i], m.symbols(),
-                                      "kiln_cpu_kernel_" + std::to_string(i)));
+                                      "kiln_cpu_kernel_" + std::to_string(i),
+                                      aliasing.count(kernels[i]->name()) > 0));
       info.lowered = true;
       info.symbol = e.symbol;
       info.symbols = e.symbols;

@@ -36,8 +36,10 @@ struct EmittedKernel {
 
 // Emits the lowered kernel `kernel` into `m` as `symbol` (ABI: runtime/cpu/abi.h).
 // `syms` gives the symbols' declared ranges (value bounds choose cheaper index math).
-// An op the emitter does not know is an error located at the op.
+// An op the emitter does not know is an error located at the op. The buffers are noalias
+// unless `buffersMayAlias` (a kernel that writes a donated argument in place is launched with
+// one buffer as both an input and its output).
 Result<EmittedKernel> emitCpuKernel(llvm::Module& m, const Func& kernel, const SymbolTable& syms,
-                                    const std::string& symbol);
+                                    const std::string& symbol, bool buffersMayAlias = false);
 
 } // namespace kiln::llvmgen

@@ -48,8 +48,8 @@ struct Buf {
 
 class Emitter {
 public:
-  Emitter(llvm::Module& m, const Func& k, const SymbolTable& syms)
-      : m_(m), c_(m.getContext()), b_(c_), k_(k), bounds_(k, syms) {
+  Emitter(llvm::Module& m, const Func& k, const SymbolTable& syms, bool mayAlias)
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), bounds_(k, syms), mayAlias_(mayAlias) {
     // A product added to a sum may be one fused multiply-add (one rounding instead of two:
     // closer to the interpreter's f64 accumulation, and twice the throughput).
     llvm::FastMathFlags fmf;
@@ -64,7 +64,7 @@ public:
     llvm::Type* i64 = b_.getInt64Ty();
     llvm::Type* ptr = b_.getPtrTy();
     // The body takes every buffer as a noalias pointer, so loads and stores of different
-    // buffers are known not to overlap.
+    // buffers are known not to overlap (unless the kernel writes a buffer in place).
     std::vector<llvm::Type*> params(k_.numArgs(), ptr);
     params.push_back(ptr); // extents
     params.push_back(ptr); // symbols
@@ -72,7 +72,7 @@ public:
     params.push_back(i64); // end
     fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getInt32Ty(), params, false),
                                  llvm::GlobalValue::InternalLinkage, symbol + ".body", m_);
-    for (size_t i = 0; i < k_.numArgs(); ++i)
+    for (size_t i = 0; i < k_.numArgs() && !mayAlias_; ++i)
       fn_->addParamAttr(unsigned(i), llvm::Attribute::NoAlias);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     entry_ = llvm::BasicBlock::Create(c_, "entry", fn_);
@@ -751,13 +751,14 @@ private:
   llvm::Value* wg_[3] = {nullptr, nullptr, nullptr};
   llvm::Value* lid_[3] = {nullptr, nullptr, nullptr};
   llvm::Value* thread_ = nullptr;
+  bool mayAlias_ = false;
 };
 
 } // namespace
 
 Result<EmittedKernel> emitCpuKernel(llvm::Module& m, const Func& kernel, const SymbolTable& syms,
-                                    const std::string& symbol) {
-  Emitter e(m, kernel, syms);
+                                    const std::string& symbol, bool buffersMayAlias) {
+  Emitter e(m, kernel, syms, buffersMayAlias);
   return e.run(symbol);
 }
 

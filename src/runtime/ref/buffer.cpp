@@ -6,9 +6,13 @@
 
 namespace kiln::hal::ref {
 
-void HostMemoryFree::operator()(uint8_t* p) const { std::free(p); }
+void HostMemoryFree::operator()(uint8_t* p) const {
+  if (owned) std::free(p);
+}
 
-RefBuffer::~RefBuffer() { device_.released(bytes_); }
+RefBuffer::~RefBuffer() {
+  if (data_.get_deleter().owned) device_.released(bytes_);
+}
 
 Device& RefBuffer::device() { return device_; }
 

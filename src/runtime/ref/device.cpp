@@ -59,6 +59,11 @@ Result<std::unique_ptr<Buffer>> RefDevice::allocate(uint64_t bytes) {
   return std::unique_ptr<Buffer>(std::make_unique<RefBuffer>(*this, std::move(data), bytes));
 }
 
+std::unique_ptr<Buffer> RefDevice::importHost(uint8_t* data, uint64_t bytes) {
+  if (!data || reinterpret_cast<uintptr_t>(data) % kHostAlignment != 0) return nullptr;
+  return std::make_unique<RefBuffer>(*this, HostMemory(data, HostMemoryFree{false}), bytes);
+}
+
 Result<std::unique_ptr<Executable>> RefDevice::loadExecutable(const std::string& target,
                                                               const std::string& payload) {
   if (target != id_.kind)

@@ -30,6 +30,7 @@ class RefDevice;
 // driver's compiled kernels may rely on it.
 constexpr uint64_t kHostAlignment = 64;
 struct HostMemoryFree {
+  bool owned = true; // false: imported memory the caller frees
   void operator()(uint8_t* p) const;
 };
 using HostMemory = std::unique_ptr<uint8_t, HostMemoryFree>;
@@ -111,6 +112,8 @@ public:
   void resetPeak() override;
 
   Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  // Host memory aligned to kHostAlignment; not counted in memoryStats (the caller owns it).
+  std::unique_ptr<Buffer> importHost(uint8_t* data, uint64_t bytes) override;
   Result<std::unique_ptr<Executable>> loadExecutable(const std::string& target,
                                                      const std::string& payload) override;
   std::unique_ptr<CommandBuffer> createCommandBuffer() override;
