@@ -59,7 +59,10 @@ size_t kiln_module_num_functions(const kiln_module* module);
 /* NULL when index is out of range; owned by the module. */
 const char* kiln_module_function_name(const kiln_module* module, size_t index);
 
-/* Runs `function`; on success *outputs holds *num_outputs tensors. 0 on success. */
+/* Runs `function`; on success *outputs holds *num_outputs tensors. 0 on success.
+ * Inputs are read where they lie. An input the module donates to a result (`donate` in its
+ * IR, kiln compile --donate) is updated in place: after the call its data holds that result
+ * (which is also returned, as a copy, in *outputs). */
 int kiln_module_run(kiln_module* module, const char* function, const kiln_tensor* inputs,
                     size_t num_inputs, kiln_tensor** outputs, size_t* num_outputs);
 void kiln_tensors_free(kiln_tensor* tensors, size_t count);

@@ -117,9 +117,8 @@ int kiln_module_run(kiln_module* module, const char* function, const kiln_tensor
             return setError(where + "size_bytes is " + std::to_string(t.size_bytes) +
                             ", the shape needs " + std::to_string(n)),
                    1;
-          kiln::HostTensor h(elem, shape);
-          if (n) std::memcpy(h.mutableData(), t.data, n);
-          in.push_back(std::move(h));
+          // The caller's memory, read where it lies; a donated input is written there too.
+          in.push_back(kiln::HostTensor::wrap(elem, shape, t.data, nullptr));
         }
         auto out = module->module->run(function, in);
         if (!out.ok()) return setError(out.diags()), 1;

@@ -4,6 +4,10 @@
 // tensor in place (same storage, no copy) on ref, sim and cpu, a KV-cache loop included, with
 // the read-only and overlapping-input fallbacks.
 #include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+
+#include "kiln/kiln.h"
 
 #include "compiler/compiler.h"
 #include "compiler/donation.h"
@@ -270,4 +274,32 @@ TEST_CASE("read-only and overlapping donated inputs fall back to a copy") {
     CHECK((*back)[0].data() == odd.data());
     CHECK(odd.getF(0) == 11.0);
   }
+}
+
+TEST_CASE("the C API updates a donated input in the caller's memory") {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln-donation-c";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "kv.kir").string();
+  std::ofstream(path) << kKv;
+  kiln_module* m = kiln_module_load(path.c_str());
+  REQUIRE_MESSAGE(m, kiln_last_error());
+  alignas(64) float cache[6 * 2 * 3] = {};
+  float kv[6];
+  for (int i = 0; i < 6; ++i) kv[i] = static_cast<float>(i + 1);
+  int64_t pos = 4;
+  kiln_tensor in[3] = {{KILN_F32, 3, {6, 2, 3}, cache, sizeof cache},
+                       {KILN_I64, 2, {1, 1}, &pos, sizeof pos},
+                       {KILN_F32, 3, {1, 2, 3}, kv, sizeof kv}};
+  kiln_tensor* out = nullptr;
+  size_t n = 0;
+  REQUIRE_MESSAGE(kiln_module_run(m, "step", in, 3, &out, &n) == 0, kiln_last_error());
+  REQUIRE(n == 2);
+  for (int i = 0; i < 6; ++i) {
+    CHECK(cache[4 * 6 + i] == kv[i]);
+    CHECK(static_cast<const float*>(out[0].data)[4 * 6 + i] == kv[i]);
+  }
+  CHECK(cache[0] == 0.0f);
+  kiln_tensors_free(out, n);
+  kiln_module_free(m);
+  std::filesystem::remove_all(dir);
 }
