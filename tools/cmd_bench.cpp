@@ -18,6 +18,8 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
   --input=@FILE.npy     next argument (repeatable), as for kiln run
   --input=LITERAL
   --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM)
+  --donate=[@FUNC:]ARG[:RESULT]  (source models) write a result over an argument in place,
+                        as for kiln compile; the same input tensors are updated call after call
   --repetitions=N       timed calls per function (default 10)
   --warmup=N            untimed calls before them (default 1)
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
@@ -47,6 +49,7 @@ int runBench(const std::vector<std::string>& args) {
       {"function", true, true, ""}, {"input", true, true, ""},
       {"device", true, false, ""},  {"repetitions", true, false, ""},
       {"warmup", true, false, ""},  {"cpu-threads", true, false, ""},
+      {"donate", true, true, ""},
   };
   auto parsed = parseArgs(args, specs, "bench");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -72,7 +75,7 @@ int runBench(const std::vector<std::string>& args) {
   }
   PlacementOptions placement;
   placement.devices.devices = {device};
-  auto program = loadProgramInput(a.positional[0], placement);
+  auto program = loadProgramInput(a.positional[0], placement, a.all("donate"));
   if (!program.ok()) return fail(program.diags());
   std::vector<std::string> functions;
   for (const std::string& f : a.all("function")) {
