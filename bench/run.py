@@ -109,9 +109,13 @@ class Layer:
 
 
 def decoder_workloads(layer):
-    """(name, tokens, past context): past 0 is a causal prefill, else a one-token decode."""
-    out = [(f"decoder prefill {t} tokens", t, 0) for t in layer.prefill]
-    out += [(f"decoder decode 1 token, context {c}", 1, c) for c in layer.contexts]
+    """(name, tokens, past context, static cache): past 0 is a causal prefill, else a
+    one-token decode that takes the past K/V as inputs, or with a static cache, writes this
+    step's K/V into a donated cache of past + 1 positions in place and attends over it."""
+    out = [(f"decoder prefill {t} tokens", t, 0, False) for t in layer.prefill]
+    out += [(f"decoder decode 1 token, context {c}", 1, c, False) for c in layer.contexts]
+    out += [(f"decoder decode 1 token, context {c}, KV cache donated", 1, c, True)
+            for c in layer.contexts]
     return out
 
 
@@ -167,7 +171,8 @@ class Kir:
         return f"%{result}"
 
     def text(self, args, results):
-        sig = ", ".join(f"%{n}: {ttype(s)}" for n, s in args)
+        """args: (name, shape) or (name, shape, elem, suffix) such as " donate 1"."""
+        sig = ", ".join(f"%{a[0]}: {ttype(a[1], *a[2:3])}{''.join(a[3:])}" for a in args)
         res = ", ".join(ttype(s) for _, s in results)
         body = "\n".join(self.lines)
         ret = ", ".join(v for v, _ in results)
@@ -380,10 +385,13 @@ def rotary_tables(layer, positions):
     return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
-def decoder_kir(layer, t, past):
+def decoder_kir(layer, t, past, cache=False):
     """The layer in kiln IR: x [t, hidden], cos/sin [t, head_dim], and for a decode the
     past K and V [kv_heads, past, head_dim]; returns y [t, hidden] and this step's K
-    (after rotary) and V [kv_heads, t, head_dim]."""
+    (after rotary) and V [kv_heads, t, head_dim]. With `cache` (t = 1): K and V caches
+    [kv_heads, past + 1, head_dim], donated to results 1 and 2, this step's index tuples
+    (head, pos) and pos; this step's K/V are scattered into the caches at pos, and the
+    attention covers positions 0 .. pos of the cache."""
     h, nh, nkv, d, f = layer.hidden, layer.heads, layer.kv_heads, layer.head_dim, layer.ffn
     g = nh // nkv
     s = t + past
@@ -422,7 +430,10 @@ def decoder_kir(layer, t, past):
     kn = heads("k", k.op("k", f"matmul {hn}, %wk", [t, nkv * d]), nkv)
     vn = heads("v", k.op("v", f"matmul {hn}, %wv", [t, nkv * d]), nkv)
     keys, values = kn, vn
-    if past:
+    if cache:
+        keys = k.op("kall", f"scatter_nd %cache_k, %idx, {kn}", [nkv, s, d])
+        values = k.op("vall", f"scatter_nd %cache_v, %idx, {vn}", [nkv, s, d])
+    elif past:
         keys = k.op("kall", f"concat %past_k, {kn} {{axis = 1}}", [nkv, s, d])
         values = k.op("vall", f"concat %past_v, {vn} {{axis = 1}}", [nkv, s, d])
     # Grouped-query attention without copying K/V per query head: query heads
@@ -432,7 +443,13 @@ def decoder_kir(layer, t, past):
     k.op("kT4", "reshape %kT", [nkv, 1, d, s])
     k.op("sc", "matmul %q4, %kT4", [nkv, g, t, s])
     scores = k.op("ss", "mul %sc, %scale", [nkv, g, t, s])
-    if t > 1:
+    if cache:
+        # Positions after pos are empty.
+        k.op("col", "iota {axis = 1}", [1, s], "i64")
+        k.op("future", "gt %col, %pos", [1, s], "i1")
+        k.op("ninf", "constant {value = dense<-inf> : tensor<f32>}", [])
+        scores = k.op("sm", f"select %future, %ninf, {scores}", [nkv, g, t, s])
+    elif t > 1:
         # Causal mask: query i (at position past + i) sees keys 0 .. past + i.
         k.op("row", "iota {axis = 0}", [t, s], "i64")
         k.op("col", "iota {axis = 1}", [t, s], "i64")
@@ -460,6 +477,11 @@ def decoder_kir(layer, t, past):
     k.op("down", "matmul %gu, %wd", [t, h])
     y = k.op("y", f"add {x2}, %down", [t, h])
     args = [("x", [t, h]), ("cos", [t, d]), ("sin", [t, d])]
+    if cache:
+        args += [("cache_k", [nkv, s, d], "f32", " donate 1"),
+                 ("cache_v", [nkv, s, d], "f32", " donate 2"),
+                 ("idx", [nkv, 1, 2], "i64"), ("pos", [], "i64")]
+        return k.text(args, [(y, [t, h]), (keys, [nkv, s, d]), (values, [nkv, s, d])])
     if past:
         args += [("past_k", [nkv, past, d]), ("past_v", [nkv, past, d])]
     return k.text(args, [(y, [t, h]), (kn, [nkv, t, d]), (vn, [nkv, t, d])])
@@ -480,7 +502,12 @@ class TorchLayer:
         var = x.pow(2).mean(-1, keepdim=True)
         return x * self.torch.rsqrt(var + self.layer.eps) * gain
 
-    def __call__(self, x, cos, sin, past_k=None, past_v=None):
+    def cached(self, x, cos, sin, cache_k, cache_v, idx, pos):
+        """A decode step with a static cache: this step's K/V written into the caches at
+        pos in place (as a static-cache decoder does), attention over positions 0 .. pos."""
+        return self(x, cos, sin, cache=(cache_k, cache_v, int(pos)))
+
+    def __call__(self, x, cos, sin, past_k=None, past_v=None, cache=None):
         torch, L, w = self.torch, self.layer, self.w
         F = torch.nn.functional
         t = x.shape[0]
@@ -496,13 +523,20 @@ class TorchLayer:
 
         q, k = rot(q), rot(k)
         keys, values = k, v
-        if past_k is not None:
+        if cache is not None:
+            keys, values, pos = cache
+            keys[:, pos] = k[:, 0]
+            values[:, pos] = v[:, 0]
+        elif past_k is not None:
             keys, values = torch.cat((past_k, k), dim=1), torch.cat((past_v, v), dim=1)
         s = keys.shape[1]
+        new_k, new_v = (keys, values) if cache is not None else (k, v)
         keys = keys.repeat_interleave(g, dim=0)
         values = values.repeat_interleave(g, dim=0)
         scores = torch.matmul(q, keys.transpose(1, 2)) / math.sqrt(L.head_dim)
-        if t > 1:
+        if cache is not None:
+            scores[..., cache[2] + 1:] = float("-inf")
+        elif t > 1:
             mask = torch.full((t, s), float("-inf")).triu(s - t + 1)
             scores = scores + mask
         p = torch.softmax(scores, dim=-1)
@@ -510,7 +544,7 @@ class TorchLayer:
         x2 = x + F.linear(att, w["wo"])
         mn = self.rmsnorm(x2, w["g2"])
         y = x2 + F.linear(F.silu(F.linear(mn, w["wg"])) * F.linear(mn, w["wu"]), w["wd"])
-        return y, k, v
+        return y, new_k, new_v
 
 
 def bench_decoder(report, tmp, quick):
@@ -526,11 +560,17 @@ def bench_decoder(report, tmp, quick):
                      {n: ("F32", w) for n, w in weights.items()})
     ref = TorchLayer(layer, weights)
     rows = []
-    for i, (name, t, past) in enumerate(workloads):
+    for i, (name, t, past, cache) in enumerate(workloads):
         x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
         cos, sin = rotary_tables(layer, range(past, past + t))
         inputs = {"x": x, "cos": cos, "sin": sin}
-        if past:
+        if cache:
+            shape = (layer.kv_heads, past + 1, layer.head_dim)
+            inputs["cache_k"] = rng.standard_normal(shape, dtype=np.float32)
+            inputs["cache_v"] = rng.standard_normal(shape, dtype=np.float32)
+            inputs["idx"] = np.array([[[h, past]] for h in range(layer.kv_heads)], dtype=np.int64)
+            inputs["pos"] = np.array(past, dtype=np.int64)
+        elif past:
             shape = (layer.kv_heads, past, layer.head_dim)
             inputs["past_k"] = rng.standard_normal(shape, dtype=np.float32)
             inputs["past_v"] = rng.standard_normal(shape, dtype=np.float32)
@@ -540,11 +580,12 @@ def bench_decoder(report, tmp, quick):
             np.save(files[-1], v)
         kir = os.path.join(tmp, f"decoder{i}.kir")
         with open(kir, "w") as f:
-            f.write(decoder_kir(layer, t, past))
-        tin = [torch.from_numpy(v) for v in inputs.values()]
+            f.write(decoder_kir(layer, t, past, cache))
+        tin = [torch.from_numpy(v.copy()) for v in inputs.values()]
+        call = ref.cached if cache else ref
         with torch.no_grad():
-            want = [r.numpy() for r in ref(*tin)]
-            ref_ms = reference_median_ms(lambda: ref(*tin))
+            want = [r.numpy().copy() for r in call(*tin)]
+            ref_ms = reference_median_ms(lambda: call(*tin))
         folder = os.path.join(tmp, f"out_decoder{i}")
         os.makedirs(folder, exist_ok=True)
         rows.append((name, report.run(name, kir, files, want, folder), ref_ms))
@@ -552,7 +593,10 @@ def bench_decoder(report, tmp, quick):
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
         f"Reference: the same layer in PyTorch {torch.__version__} CPU (eager, F.linear, "
         f"repeat_kv), {ARGS.threads} threads. Outputs: the layer's output and this step's "
-        "K (after rotary) and V; a decode takes the past K/V as inputs."])
+        "K (after rotary) and V; a decode takes the past K/V as inputs. With the KV cache "
+        "donated, a decode writes this step's K/V into caches of context + 1 positions in "
+        "place (kiln: scatter_nd over donated arguments; PyTorch: index assignment) and "
+        "returns the caches."])
 
 
 def cpu_name():
