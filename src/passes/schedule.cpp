@@ -196,6 +196,11 @@ private:
       }
       std::vector<Value*> operands = op->operands();
       auto w = writers.find(op);
+      // Its kernel writes only part of its output, trusting it to hold the operand already.
+      if (op->attrs().has("in_place") && w == writers.end())
+        return error(op->loc(), "schedule: the dispatch of @" + name +
+                                    " is marked in_place, but it does not write a donated "
+                                    "argument's result (see docs/donation.md)");
       for (size_t r = 0; r < op->numResults(); ++r) {
         if (w != writers.end() && w->second->output == r) {
           operands.push_back(op->operand(w->second->operand)); // written in place
