@@ -69,7 +69,10 @@ int runDump(const std::vector<std::string>& args) {
   for (const std::string& e : p.entries) {
     const Func* f = p.host->lookupFunc(e);
     out << "  @" << e << "(";
-    for (size_t i = 0; i < f->numArgs(); ++i) out << (i ? ", " : "") << f->arg(i)->type().str();
+    for (size_t i = 0; i < f->numArgs(); ++i) {
+      out << (i ? ", " : "") << f->arg(i)->type().str();
+      if (std::optional<size_t> r = f->argDonation(i)) out << " donate " << *r;
+    }
     out << ") -> (";
     for (size_t i = 0; i < f->resultTypes().size(); ++i)
       out << (i ? ", " : "") << f->resultTypes()[i].str();
