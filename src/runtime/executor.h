@@ -16,7 +16,8 @@
 // no read-back, and result 1 is returned sharing the argument's storage. Otherwise the
 // argument is uploaded as usual and, when writable, the result is copied back into it, so
 // either way a writable donated argument holds the result after the call. A read-only one
-// (HostTensor::view, such as an mmap'ed .npy file) is left unchanged.
+// (HostTensor::view, such as an mmap'ed .npy file) is left unchanged. A call that fails may
+// leave a donated argument bound in place partly written.
 #pragma once
 
 #include <map>
