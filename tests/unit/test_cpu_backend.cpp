@@ -458,6 +458,41 @@ TEST_CASE("cpu: log, tanh, erf, sin, cos and pow are inline code close to libm")
   }
 }
 
+TEST_CASE("cpu: tan, atan, asin, acos, sinh and cosh are inline code close to libm") {
+  std::mt19937_64 rng(13);
+  auto unary = [&](const char* op, double (*f)(double), std::vector<double> xs) {
+    return measure(op, {xs}, [f](const std::vector<double>& x) { return libm1(f, x); });
+  };
+  Accuracy tan = unary("tan", std::tan,
+                       concat({edgeValues(), uniform(rng, 70000, -10.0, 10.0),
+                               logUniform(rng, 30000, -1074, 1024, true)}));
+  CHECK(tan.maxUlpF64 <= 4);
+  CHECK(tan.f32Differ == 0);
+  Accuracy atan = unary("atan", std::atan,
+                        concat({edgeValues(), uniform(rng, 60000, -5.0, 5.0),
+                                logUniform(rng, 40000, -1074, 1024, true)}));
+  CHECK(atan.maxUlpF64 <= 2);
+  CHECK(atan.f32Differ == 0);
+  std::vector<double> unit =
+      concat({edgeValues(), uniform(rng, 80000, -1.0, 1.0), uniform(rng, 10000, 0.999, 1.0),
+              uniform(rng, 10000, -1.0, -0.999), logUniform(rng, 10000, -1074, 0, true)});
+  Accuracy asin = unary("asin", std::asin, unit);
+  CHECK(asin.maxUlpF64 <= 4);
+  CHECK(asin.f32Differ == 0);
+  Accuracy acos = unary("acos", std::acos, unit);
+  CHECK(acos.maxUlpF64 <= 4);
+  CHECK(acos.f32Differ == 0);
+  std::vector<double> hyper =
+      concat({edgeValues(), uniform(rng, 60000, -30.0, 30.0), uniform(rng, 20000, -720.0, 720.0),
+              logUniform(rng, 20000, -1074, 0, true)});
+  Accuracy sinh = unary("sinh", std::sinh, hyper);
+  CHECK(sinh.maxUlpF64 <= 4);
+  CHECK(sinh.f32Differ == 0);
+  Accuracy cosh = unary("cosh", std::cosh, hyper);
+  CHECK(cosh.maxUlpF64 <= 4);
+  CHECK(cosh.f32Differ == 0);
+}
+
 TEST_CASE("cpu: pow is inline code close to libm, with C's special cases") {
   std::mt19937_64 rng(11);
   std::vector<double> xs, ys;

@@ -429,6 +429,108 @@ Value* sinOrCos(Math& e, Value* x, bool cosine) {
 Value* sinF64(Math& e, const std::vector<Value*>& a) { return sinOrCos(e, a[0], false); }
 Value* cosF64(Math& e, const std::vector<Value*>& a) { return sinOrCos(e, a[0], true); }
 
+// tan = sin/cos of the reduced argument: ks/kc in even quadrants, -kc/ks in odd ones.
+Value* tanF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Quadrant q = reduceHalfPi(e, x);
+  Value* ks = kernelSin(e, q.y0, q.y1);
+  Value* kc = kernelCos(e, q.y0, q.y1);
+  Value* odd = e.b.CreateICmpNE(e.b.CreateAnd(q.n, e.ki(1)), e.ki(0));
+  Value* res = e.sel(odd, e.neg(e.div(kc, ks)), e.div(ks, kc));
+  res = e.sel(e.lt(e.fabs(x), 0x1p-27), x, res); // tan x = x, -0 kept
+  res = e.sel(e.eq(e.fabs(x), INFINITY), e.k(NAN), res);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// ---- atan, asin, acos ------------------------------------------------------------------------
+
+// fdlibm's s_atan.c with the interval's reduction selected: atan|x| = atan(c) + atan(t) with
+// c in {0, 0.5, 1, 1.5, inf} and t small, atan(t) by an odd polynomial of degree 23.
+Value* atanF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* one = e.k(1.0);
+  Value* i0 = e.lt(ax, 0.4375);
+  Value* i1 = e.lt(ax, 0.6875);
+  Value* i2 = e.lt(ax, 1.1875);
+  Value* i3 = e.lt(ax, 2.4375);
+  auto pick = [&](Value* v0, Value* v1, Value* v2, Value* v3, Value* v4) {
+    return e.sel(i0, v0, e.sel(i1, v1, e.sel(i2, v2, e.sel(i3, v3, v4))));
+  };
+  Value* num = pick(ax, e.sub(e.add(ax, ax), one), e.sub(ax, one), e.sub(ax, e.k(1.5)), e.k(-1.0));
+  Value* den = pick(one, e.add(e.k(2.0), ax), e.add(ax, one), e.add(one, e.mul(e.k(1.5), ax)), ax);
+  Value* t = e.div(num, den);
+  Value* hi = pick(e.k(0.0), e.k(4.63647609000806093515e-01), e.k(7.85398163397448278999e-01),
+                   e.k(9.82793723247329054082e-01), e.k(1.57079632679489655800e+00));
+  Value* lo = pick(e.k(0.0), e.k(2.26987774529616870924e-17), e.k(3.06161699786838301793e-17),
+                   e.k(1.39033110312309984516e-17), e.k(6.12323399573676603587e-17));
+  Value* z = e.mul(t, t);
+  Value* w = e.mul(z, z);
+  Value* s1 = e.mul(z, e.poly(w, {3.33333333333329318027e-01, 1.42857142725034663711e-01,
+                                  9.09088713343650656196e-02, 6.66107313738753120669e-02,
+                                  4.97687799461593236017e-02, 1.62858201153657823623e-02}));
+  Value* s2 = e.mul(w, e.poly(w, {-1.99999999998764832476e-01, -1.11111104054623557880e-01,
+                                  -7.69187620504482999495e-02, -5.83357013379057348645e-02,
+                                  -3.65315727442169155270e-02}));
+  Value* res = e.sub(hi, e.sub(e.sub(e.mul(t, e.add(s1, s2)), lo), t));
+  res = e.sel(e.lt(ax, 0x1p-27), ax, res);
+  res = e.copysign(res, x);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// asin x = atan(x / sqrt((1 - x)(1 + x))) and acos x = 2 atan(sqrt((1 - x) / (1 + x))): 1 - x
+// and 1 + x are exact where they cancel. NaN outside [-1, 1].
+Value* asinF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* one = e.k(1.0);
+  Value* c = e.intrinsic(llvm::Intrinsic::sqrt, {e.mul(e.sub(one, x), e.add(one, x))});
+  Value* res = e.call("atan", {e.div(x, c)});
+  res = e.sel(e.lt(e.fabs(x), 0x1p-27), x, res);
+  return e.sel(e.gt(e.fabs(x), 1.0), e.k(NAN), res);
+}
+
+Value* acosF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* one = e.k(1.0);
+  Value* r = e.intrinsic(llvm::Intrinsic::sqrt, {e.div(e.sub(one, x), e.add(one, x))});
+  Value* res = e.mul(e.k(2.0), e.call("atan", {r}));
+  return e.sel(e.gt(e.fabs(x), 1.0), e.k(NAN), res);
+}
+
+// ---- sinh, cosh ------------------------------------------------------------------------------
+
+// fdlibm's forms: with t = e^|x| - 1, sinh|x| = (2t - t^2/(t + 1))/2 below 1 and
+// (t + t/(t + 1))/2 below 22; e^|x|/2 above, as (e^(|x|/2)/2) * e^(|x|/2) from 709 on so that
+// it overflows only where sinh does. cosh x = (e^|x| + 1/e^|x|)/2, the same way above 709.
+Value* sinhF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* half = e.k(0.5);
+  Value* t = e.call("expm1", {e.sel(e.lt(ax, 22.0), ax, e.k(22.0))});
+  Value* ratio = e.div(t, e.add(t, e.k(1.0)));
+  Value* small = e.mul(half, e.sub(e.add(t, t), e.mul(t, ratio)));
+  Value* mid = e.mul(half, e.add(t, ratio));
+  Value* big = e.mul(half, e.call("exp", {e.sel(e.lt(ax, 709.0), ax, e.k(709.0))}));
+  Value* eh = e.call("exp", {e.mul(half, ax)});
+  Value* huge = e.mul(e.mul(half, eh), eh);
+  Value* res =
+      e.sel(e.lt(ax, 1.0), small, e.sel(e.lt(ax, 22.0), mid, e.sel(e.lt(ax, 709.0), big, huge)));
+  res = e.copysign(res, x);
+  return e.sel(e.isNan(x), x, res);
+}
+
+Value* coshF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* half = e.k(0.5);
+  Value* ex = e.call("exp", {e.sel(e.lt(ax, 709.0), ax, e.k(709.0))});
+  Value* normal = e.add(e.mul(half, ex), e.div(half, ex));
+  Value* eh = e.call("exp", {e.mul(half, ax)});
+  Value* huge = e.mul(e.mul(half, eh), eh);
+  Value* res = e.sel(e.lt(ax, 709.0), normal, huge);
+  return e.sel(e.isNan(x), x, res);
+}
+
 // ---- pow -------------------------------------------------------------------------------------
 
 // log|x| as hi + lo, good to ~2^-60 relative: fdlibm's log with s = f / (2 + f) carried in two
@@ -500,8 +602,11 @@ Value* powF64(Math& e, const std::vector<Value*>& a) {
 
 llvm::Function* inlineMathFunction(llvm::Module& m, std::string_view name) {
   static const std::map<std::string_view, std::pair<size_t, Body>> kFunctions = {
-      {"exp", {1, expF64}}, {"expm1", {1, expm1F64}}, {"log", {1, logF64}}, {"tanh", {1, tanhF64}},
-      {"erf", {1, erfF64}}, {"sin", {1, sinF64}},     {"cos", {1, cosF64}}, {"pow", {2, powF64}}};
+      {"exp", {1, expF64}},   {"expm1", {1, expm1F64}}, {"log", {1, logF64}},
+      {"tanh", {1, tanhF64}}, {"erf", {1, erfF64}},     {"sin", {1, sinF64}},
+      {"cos", {1, cosF64}},   {"tan", {1, tanF64}},     {"atan", {1, atanF64}},
+      {"asin", {1, asinF64}}, {"acos", {1, acosF64}},   {"sinh", {1, sinhF64}},
+      {"cosh", {1, coshF64}}, {"pow", {2, powF64}}};
   auto it = kFunctions.find(name);
   if (it == kFunctions.end()) return nullptr;
   std::string symbol = "kiln_" + std::string(name) + "_f64";
