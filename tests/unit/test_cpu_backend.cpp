@@ -493,6 +493,30 @@ TEST_CASE("cpu: tan, atan, asin, acos, sinh and cosh are inline code close to li
   CHECK(cosh.f32Differ == 0);
 }
 
+TEST_CASE("cpu: asinh, acosh and atanh are inline code close to libm") {
+  std::mt19937_64 rng(17);
+  auto unary = [&](const char* op, double (*f)(double), std::vector<double> xs) {
+    return measure(op, {xs}, [f](const std::vector<double>& x) { return libm1(f, x); });
+  };
+  Accuracy asinh = unary("asinh", std::asinh,
+                         concat({edgeValues(), uniform(rng, 60000, -10.0, 10.0),
+                                 logUniform(rng, 40000, -1074, 1024, true)}));
+  CHECK(asinh.maxUlpF64 <= 2);
+  CHECK(asinh.f32Differ == 0);
+  Accuracy acosh =
+      unary("acosh", std::acosh,
+            concat({edgeValues(), uniform(rng, 50000, 1.0, 10.0), uniform(rng, 10000, 1.0, 1.001),
+                    logUniform(rng, 40000, 0, 1024, false)}));
+  CHECK(acosh.maxUlpF64 <= 2);
+  CHECK(acosh.f32Differ == 0);
+  Accuracy atanh =
+      unary("atanh", std::atanh,
+            concat({edgeValues(), uniform(rng, 70000, -1.0, 1.0), uniform(rng, 10000, 0.999, 1.0),
+                    logUniform(rng, 20000, -1074, 0, true)}));
+  CHECK(atanh.maxUlpF64 <= 2);
+  CHECK(atanh.f32Differ == 0);
+}
+
 TEST_CASE("cpu: pow is inline code close to libm, with C's special cases") {
   std::mt19937_64 rng(11);
   std::vector<double> xs, ys;

@@ -1,8 +1,8 @@
 // Scalar arithmetic for LLVM emission (see scalar.h). Every function mirrors one kernel of
 // src/ir/interp/elementwise.cpp: floats that the interpreter computes in f64 and rounds
 // once are computed so that the rounded result is the same (exact ops in the value's own
-// precision, libm functions in f64: inline vectorizable code from scalar_math.cpp where it
-// exists, else a call); integers wrap at their width.
+// precision, libm functions in f64 as inline vectorizable code from scalar_math.cpp);
+// integers wrap at their width.
 #include "backends/llvm/scalar.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -64,17 +64,10 @@ Value* toI64(IRBuilder<>& b, ElemType e, Value* v) {
   return isUnsignedLike(e) ? b.CreateZExt(v, b.getInt64Ty()) : b.CreateSExt(v, b.getInt64Ty());
 }
 
-// A libm function of f64 operands: inline code where scalar_math has it, else a call.
+// A libm function of f64 operands, as inline code (scalar_math.cpp has every one the
+// interpreter uses).
 Value* libm(IRBuilder<>& b, llvm::Module& m, const char* name, std::vector<Value*> args) {
-  if (llvm::Function* f = inlineMathFunction(m, name)) return b.CreateCall(f, args);
-  std::vector<llvm::Type*> types(args.size(), f64(b));
-  llvm::FunctionCallee fn =
-      m.getOrInsertFunction(name, llvm::FunctionType::get(f64(b), types, false));
-  if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
-    f->setDoesNotThrow();
-    f->setWillReturn();
-  }
-  return b.CreateCall(fn, args);
+  return b.CreateCall(inlineMathFunction(m, name), args);
 }
 
 Value* intrinsic(IRBuilder<>& b, llvm::Intrinsic::ID id, std::vector<Value*> args) {

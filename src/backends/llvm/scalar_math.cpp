@@ -531,6 +531,68 @@ Value* coshF64(Math& e, const std::vector<Value*>& a) {
   return e.sel(e.isNan(x), x, res);
 }
 
+// ---- asinh, acosh, atanh ---------------------------------------------------------------------
+
+// log(1 + x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term is the part
+// of x that the rounding lost.
+Value* log1p(Math& e, Value* x) {
+  Value* u = e.add(e.k(1.0), x);
+  Value* c = e.div(e.sub(x, e.sub(u, e.k(1.0))), u);
+  Value* res = e.add(e.call("log", {u}), c);
+  res = e.sel(e.lt(e.fabs(x), 0x1p-54), x, res);
+  return e.sel(e.eq(x, INFINITY), x, res);
+}
+
+// asinh|x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) below 2, log(2|x| + 1/(sqrt(x^2 + 1) + |x|))
+// below 2^28, log|x| + ln2 above.
+Value* asinhF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* one = e.k(1.0);
+  Value* am = e.sel(e.lt(ax, 0x1p28), ax, one);
+  Value* root = e.intrinsic(llvm::Intrinsic::sqrt, {e.add(e.mul(am, am), one)});
+  Value* small = log1p(e, e.add(am, e.div(e.mul(am, am), e.add(one, root))));
+  Value* mid = e.call("log", {e.add(e.add(am, am), e.div(one, e.add(root, am)))});
+  Value* big = e.add(e.call("log", {ax}), e.k(6.93147180559945286227e-01));
+  Value* res = e.sel(e.lt(ax, 2.0), small, e.sel(e.lt(ax, 0x1p28), mid, big));
+  res = e.copysign(res, x);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// acosh x = log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact) below 2,
+// log(2x - 1/(x + sqrt(x^2 - 1))) below 2^28, log x + ln2 above; NaN below 1.
+Value* acoshF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* one = e.k(1.0);
+  Value* xm = e.sel(e.lt(x, 0x1p28), x, one);
+  Value* t = e.sub(xm, one);
+  Value* small =
+      log1p(e, e.add(t, e.intrinsic(llvm::Intrinsic::sqrt, {e.add(e.add(t, t), e.mul(t, t))})));
+  Value* root = e.intrinsic(llvm::Intrinsic::sqrt, {e.sub(e.mul(xm, xm), one)});
+  Value* mid = e.call("log", {e.sub(e.add(xm, xm), e.div(one, e.add(xm, root)))});
+  Value* big = e.add(e.call("log", {x}), e.k(6.93147180559945286227e-01));
+  Value* res = e.sel(e.lt(x, 2.0), small, e.sel(e.lt(x, 0x1p28), mid, big));
+  res = e.sel(e.lt(x, 1.0), e.k(NAN), res);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// atanh|x| = log1p(2|x| + 2x^2 / (1 - |x|)) / 2 below 0.5, log1p(2|x| / (1 - |x|)) / 2 up to 1
+// (1 - |x| is exact there); +-inf at +-1, NaN beyond.
+Value* atanhF64(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* one = e.k(1.0);
+  Value* d = e.sub(one, ax);
+  Value* twice = e.add(ax, ax);
+  Value* small = log1p(e, e.add(twice, e.div(e.mul(twice, ax), d)));
+  Value* large = log1p(e, e.div(twice, d));
+  Value* res = e.mul(e.k(0.5), e.sel(e.lt(ax, 0.5), small, large));
+  res = e.sel(e.eq(ax, 1.0), e.k(INFINITY), res);
+  res = e.sel(e.gt(ax, 1.0), e.k(NAN), res);
+  res = e.copysign(res, x);
+  return e.sel(e.isNan(x), x, res);
+}
+
 // ---- pow -------------------------------------------------------------------------------------
 
 // log|x| as hi + lo, good to ~2^-60 relative: fdlibm's log with s = f / (2 + f) carried in two
@@ -602,11 +664,12 @@ Value* powF64(Math& e, const std::vector<Value*>& a) {
 
 llvm::Function* inlineMathFunction(llvm::Module& m, std::string_view name) {
   static const std::map<std::string_view, std::pair<size_t, Body>> kFunctions = {
-      {"exp", {1, expF64}},   {"expm1", {1, expm1F64}}, {"log", {1, logF64}},
-      {"tanh", {1, tanhF64}}, {"erf", {1, erfF64}},     {"sin", {1, sinF64}},
-      {"cos", {1, cosF64}},   {"tan", {1, tanF64}},     {"atan", {1, atanF64}},
-      {"asin", {1, asinF64}}, {"acos", {1, acosF64}},   {"sinh", {1, sinhF64}},
-      {"cosh", {1, coshF64}}, {"pow", {2, powF64}}};
+      {"exp", {1, expF64}},     {"expm1", {1, expm1F64}}, {"log", {1, logF64}},
+      {"tanh", {1, tanhF64}},   {"erf", {1, erfF64}},     {"sin", {1, sinF64}},
+      {"cos", {1, cosF64}},     {"tan", {1, tanF64}},     {"atan", {1, atanF64}},
+      {"asin", {1, asinF64}},   {"acos", {1, acosF64}},   {"sinh", {1, sinhF64}},
+      {"cosh", {1, coshF64}},   {"asinh", {1, asinhF64}}, {"acosh", {1, acoshF64}},
+      {"atanh", {1, atanhF64}}, {"pow", {2, powF64}}};
   auto it = kFunctions.find(name);
   if (it == kFunctions.end()) return nullptr;
   std::string symbol = "kiln_" + std::string(name) + "_f64";
