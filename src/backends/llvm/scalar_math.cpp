@@ -4,7 +4,7 @@
 // compute every piece and a select keeps the one that applies, which costs a few extra
 // operations per element and lets the loop vectorizer widen the code.
 //
-// The coefficients of log, erf, sin and cos are fdlibm's (Copyright (C) 1993 by Sun
+// The coefficients of log, erf, sin, cos and atan are fdlibm's (Copyright (C) 1993 by Sun
 // Microsystems, Inc. Permission to use, copy, modify, and distribute this software is freely
 // granted, provided that this notice is preserved.)
 #include "backends/llvm/scalar_math.h"
@@ -63,14 +63,14 @@ struct Math {
     for (++it; it != std::rend(c); ++it) p = add(mul(p, x), k(*it));
     return p;
   }
-  // The same with the coefficients of `a` where `c` holds and of `b` elsewhere (zeros pad
-  // the shorter list: leading zeros change nothing).
-  Value* polySel(Value* x, Value* c, std::initializer_list<double> a,
-                 std::initializer_list<double> b) {
-    auto ia = std::rbegin(a);
-    auto ib = std::rbegin(b);
+  // The same with the coefficients `ca` where `c` holds and `cb` elsewhere (zeros pad the
+  // shorter list: leading zeros change nothing).
+  Value* polySel(Value* x, Value* c, std::initializer_list<double> ca,
+                 std::initializer_list<double> cb) {
+    auto ia = std::rbegin(ca);
+    auto ib = std::rbegin(cb);
     Value* p = sel(c, k(*ia), k(*ib));
-    for (++ia, ++ib; ia != std::rend(a); ++ia, ++ib) p = add(mul(p, x), sel(c, k(*ia), k(*ib)));
+    for (++ia, ++ib; ia != std::rend(ca); ++ia, ++ib) p = add(mul(p, x), sel(c, k(*ia), k(*ib)));
     return p;
   }
   // 2^e for an i64 e in [-1022, 1023].
@@ -130,8 +130,8 @@ Value* clampExpArg(Math& e, Value* x) {
 
 // x = n*ln2 + r with |r| <= ln2/2 (ln2 in two parts; n * the first is exact for these n);
 // returns n (an integral double) and e^r - 1 by its Taylor series to r^13 (truncation below
-// 2e-16).
-// `tail`, when given, is a correction far below x's ulp (pow's y * log x in two parts).
+// 2e-16). `tail`, when given, is added to x inside the reduction, for arguments that come in
+// two parts (pow's y log|x|, erf's exponent) whose sum would lose bits.
 std::pair<Value*, Value*> expReduce(Math& e, Value* x, Value* tail = nullptr) {
   Value* n = e.roundeven(e.mul(tail ? e.add(x, tail) : x, e.k(1.4426950408889634)));
   Value* r = e.sub(x, e.mul(n, e.k(0.6931471803691238)));
