@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CI check of the benchmark harness: runs `bench/run.py --quick` and checks that it
-exits 0, prints both markdown tables with a time and a ratio in every row, and that the
+exits 0, prints its three markdown tables with a time and a ratio in every row, and that the
 numerical check covered every row and passed.
 
 usage: check_quick.py --kiln PATH [--device ref] [--threads N]
@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-ROW = re.compile(r"^\| ((?:gemm|decoder) [^|]+) \| ([0-9.]+) \| ([0-9.e-]+) \| ([0-9.]+) \|$")
+ROW = re.compile(r"^\| ([a-z][^|]+) \| ([0-9.]+) \| ([0-9.e-]+) \| ([0-9.]+) \|$")
 
 
 def main():
@@ -30,16 +30,19 @@ def main():
     if r.returncode != 0:
         problems.append(f"run.py exited {r.returncode}")
     lines = r.stdout.splitlines()
-    if lines.count("| workload | kiln ms | reference ms | ratio |") != 2:
-        problems.append("expected two tables with the header | workload | kiln ms | reference ms | ratio |")
+    if lines.count("| workload | kiln ms | reference ms | ratio |") != 3:
+        problems.append("expected three tables with the header | workload | kiln ms | reference ms | ratio |")
     rows = [m for m in map(ROW.match, lines) if m]
     gemm = [m for m in rows if m.group(1).startswith("gemm ")]
     decoder = [m for m in rows if m.group(1).startswith("decoder ")]
+    elementwise = [m for m in rows if m not in gemm and m not in decoder]
     if len(gemm) < 10:
         problems.append(f"expected at least 10 GEMM rows with numbers, got {len(gemm)}")
     if len(decoder) != 6:
         problems.append(f"expected 6 decoder rows (2 prefill, 2 decode, 2 decode with the KV "
                         f"cache donated) with numbers, got {len(decoder)}")
+    if len(elementwise) != 9:
+        problems.append(f"expected 9 elementwise rows with numbers, got {len(elementwise)}")
     for m in rows:
         kiln_ms, ref_ms, ratio = (float(m.group(i)) for i in (2, 3, 4))
         # Both times are printed rounded (kiln to 0.001 ms, the reference to 3 digits
@@ -54,7 +57,8 @@ def main():
     for problem in problems:
         print(f"FAIL {problem}")
     if not problems:
-        print(f"PASS {len(gemm)} GEMM and {len(decoder)} decoder workloads timed and matching")
+        print(f"PASS {len(gemm)} GEMM, {len(decoder)} decoder and {len(elementwise)} elementwise "
+              "workloads timed and matching")
     return 1 if problems else 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""kiln's benchmark harness: GEMM sweep and a Llama-style decoder layer against
-numpy/OpenBLAS and PyTorch CPU, printed as markdown tables.
+"""kiln's benchmark harness: GEMM sweep, a Llama-style decoder layer and elementwise
+transcendental functions against numpy/OpenBLAS and PyTorch CPU, printed as markdown tables.
 
 Every workload is written as kiln text IR (.kir) with its weights in a safetensors file
 and its inputs as .npy files, in a temporary folder. kiln times it with `kiln bench`
@@ -9,7 +9,7 @@ computation on the same inputs in this process, timed the same way, with the sam
 number of threads. kiln's outputs (from one `kiln run`) are checked against the
 reference's. docs/bench.md says what each workload is.
 
-usage: run.py [--device=cpu] [--threads=N] [--quick] [--only=gemm|decoder]
+usage: run.py [--device=cpu] [--threads=N] [--quick] [--only=gemm|decoder|elementwise]
               [--match=TEXT] [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
 Exit status 1 when kiln fails on a workload or its outputs do not match the reference.
 """
@@ -43,7 +43,7 @@ def parse_args():
                    "(default: all cores)")
     p.add_argument("--quick", action="store_true",
                    help="small shapes, 2 repetitions after 1 warmup (what CI runs)")
-    p.add_argument("--only", choices=["gemm", "decoder"], help="run one group of workloads")
+    p.add_argument("--only", choices=["gemm", "decoder", "elementwise"], help="run one group of workloads")
     p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT")
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"),
                    help="the kiln binary (default build/tools/kiln)")
@@ -117,6 +117,25 @@ def decoder_workloads(layer):
     out += [(f"decoder decode 1 token, context {c}, KV cache donated", 1, c, True)
             for c in layer.contexts]
     return out
+
+
+def elementwise_workloads(quick):
+    """(name, kiln op text on %x, PyTorch function, input kind): one op over a vector."""
+    n = 4096 if quick else 4 * 1024 * 1024
+    return [(f"{name} f32 {n // 1024}x1024" if kind == "rows" else f"{name} f32 {n}", n, op, fn, kind)
+            for name, op, fn, kind in [
+        ("gelu", "gelu %x", lambda t, x: t.nn.functional.gelu(x), "normal"),
+        ("gelu tanh", 'gelu %x {approximate = "tanh"}',
+         lambda t, x: t.nn.functional.gelu(x, approximate="tanh"), "normal"),
+        ("tanh", "tanh %x", lambda t, x: t.tanh(x), "normal"),
+        ("erf", "erf %x", lambda t, x: t.erf(x), "normal"),
+        ("exp", "exp %x", lambda t, x: t.exp(x), "normal"),
+        ("log", "log %x", lambda t, x: t.log(x), "positive"),
+        ("sin", "sin %x", lambda t, x: t.sin(x), "normal"),
+        ("log_softmax", "log_softmax %x {axis = -1}",
+         lambda t, x: t.log_softmax(x, dim=-1), "rows"),
+        ("pow", "pow %x, %x", lambda t, x: t.pow(x, x), "positive"),
+    ]]
 
 
 def selected(workloads):
@@ -359,6 +378,43 @@ def bench_gemm(report, tmp, quick):
         f"Reference: numpy {np.__version__} matmul through {lib}, {ARGS.threads} threads; "
         "for f16/bf16 weights numpy multiplies by B.astype(float32), converted once before "
         "timing, while kiln casts B in the graph on every call."])
+
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+def bench_elementwise(report, tmp, quick):
+    workloads = selected(elementwise_workloads(quick))
+    if not workloads:
+        return
+    import torch
+    torch.set_num_threads(ARGS.threads)
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, (name, n, op, fn, kind) in enumerate(workloads):
+        folder = os.path.join(tmp, f"elementwise{i}")
+        os.makedirs(folder, exist_ok=True)
+        shape = [n // 1024, 1024] if kind == "rows" else [n]
+        x = rng.standard_normal(shape, dtype=np.float32) * np.float32(3)
+        if kind == "positive":
+            x = np.abs(x) + np.float32(0.01)
+        np.save(os.path.join(folder, "x.npy"), x)
+        kb = Kir()
+        y = kb.op("y", op, shape)
+        kir = os.path.join(folder, "elementwise.kir")
+        with open(kir, "w") as f:
+            f.write(kb.text([("x", shape)], [(y, shape)]))
+        xt = torch.from_numpy(x)
+        want = fn(torch, xt).numpy()
+        ref_ms = reference_median_ms(lambda: fn(torch, xt))
+        kiln_ms = report.run(name, kir, [os.path.join(folder, "x.npy")], [want], folder)
+        rows.append((name, kiln_ms, ref_ms))
+        if not ARGS.keep:
+            shutil.rmtree(folder)
+    report.table("Elementwise transcendental functions (one op over f32 data)", rows, [
+        "ratio = kiln ms / reference ms (below 1: kiln is faster).",
+        f"Reference: PyTorch {torch.__version__} CPU, {ARGS.threads} threads (f32 arithmetic, "
+        "vectorized). kiln computes in f64 and rounds once (docs/cpu.md, \"Inline math\"); its "
+        "time includes copying the input in and the result out."])
 
 
 # ---- decoder layer ------------------------------------------------------------------------
@@ -612,9 +668,10 @@ def cpu_name():
 def main():
     if not os.path.isfile(ARGS.kiln):
         sys.exit(f"run.py: error: no kiln binary at {ARGS.kiln} (build it, or pass --kiln=PATH)")
-    groups = [g for g in ("gemm", "decoder") if ARGS.only in (None, g)]
+    groups = [g for g in ("gemm", "decoder", "elementwise") if ARGS.only in (None, g)]
     chosen = (selected(gemm_workloads(ARGS.quick)) if "gemm" in groups else []) + \
-        (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else [])
+        (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else []) + \
+        (selected(elementwise_workloads(ARGS.quick)) if "elementwise" in groups else [])
     if not chosen:
         sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
     report = Report()
@@ -628,6 +685,8 @@ def main():
             bench_gemm(report, tmp, ARGS.quick)
         if ARGS.only in (None, "decoder"):
             bench_decoder(report, tmp, ARGS.quick)
+        if ARGS.only in (None, "elementwise"):
+            bench_elementwise(report, tmp, ARGS.quick)
     finally:
         if not ARGS.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
+#include <iomanip>
+#include <random>
 #include <sstream>
 
 #include "backends/cpu/cpu_backend.h"
@@ -270,4 +273,294 @@ TEST_CASE("cpu: exp is inline code within 2 ulp of libm in f64, libm's value in 
     if (!(std::isnan(wantF) && std::isnan(haveF)) && haveF != wantF) ++f32Differences;
   }
   CHECK(f32Differences == 0);
+}
+
+namespace {
+
+// Distance from `have` to libm's `want` in units of want's ulp; 0 when both are the same
+// special value (NaN, +-inf, +-0 with its sign), infinity when only one is.
+double ulpError(double have, double want) {
+  if (std::isnan(want) || std::isnan(have))
+    return std::isnan(want) && std::isnan(have) ? 0 : INFINITY;
+  if (std::isinf(want) || want == 0 || std::isinf(have))
+    return have == want && std::signbit(have) == std::signbit(want) ? 0 : INFINITY;
+  double a = std::fabs(want);
+  return std::fabs(have - want) / (std::nextafter(a, INFINITY) - a);
+}
+
+struct Accuracy {
+  double maxUlpF64 = 0;    // worst f64 result, in ulp of libm's
+  double worstInput = 0;   // its (first) operand
+  int64_t f32Differ = 0;   // f32 results that are not libm's (in f64) rounded to f32
+  int64_t f32Over1Ulp = 0; // ... by more than one f32 ulp (or a different special value)
+  int64_t count = 0;
+};
+
+// Runs kiln op `op` on the CPU over `args` (one vector per operand) in f64 and in f32, and
+// compares with `ref` (libm) in f64 and with libm's value rounded to f32.
+Accuracy measure(const std::string& op, const std::vector<std::vector<double>>& args,
+                 const std::function<double(const std::vector<double>&)>& ref) {
+  auto n = static_cast<int64_t>(args[0].size());
+  std::string N = std::to_string(n), params, operands64, operands32;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string s = std::to_string(i);
+    params += "%a" + s + ": tensor<" + N + "xf64>, %b" + s + ": tensor<" + N + "xf32>, ";
+    operands64 += (i ? ", %a" : "%a") + s;
+    operands32 += (i ? ", %b" : "%b") + s;
+  }
+  params.resize(params.size() - 2);
+  CpuRun cpu("func @main(" + params + ") -> (tensor<" + N + "xf64>, tensor<" + N +
+             "xf32>) {\n  %0 = " + op + " " + operands64 + " : tensor<" + N + "xf64>\n  %1 = " +
+             op + " " + operands32 + " : tensor<" + N + "xf32>\n  return %0, %1\n}\n");
+  std::vector<HostTensor> in;
+  for (const auto& v : args) {
+    HostTensor d(ElemType::F64, {n}), f(ElemType::F32, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      d.setF(i, v[static_cast<size_t>(i)]);
+      f.setF(i, v[static_cast<size_t>(i)]);
+    }
+    in.push_back(std::move(d));
+    in.push_back(std::move(f));
+  }
+  auto got = cpu.run(in, {});
+  REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+  Accuracy acc;
+  acc.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> x64, x32;
+    for (size_t a = 0; a < args.size(); ++a) {
+      x64.push_back(in[2 * a].getF(i));
+      x32.push_back(in[2 * a + 1].getF(i));
+    }
+    double err = ulpError((*got)[0].getF(i), ref(x64));
+    if (err > acc.maxUlpF64) {
+      INFO(op << " f64 at " << x64[0] << (x64.size() > 1 ? ", " + std::to_string(x64[1]) : "")
+              << ": " << (*got)[0].getF(i) << ", libm " << ref(x64) << " (" << err << " ulp)");
+      CHECK(std::isfinite(err));
+      acc.maxUlpF64 = err;
+      acc.worstInput = x64[0];
+    }
+    auto want = static_cast<float>(ref(x32));
+    auto have = static_cast<float>((*got)[1].getF(i));
+    if (std::isnan(want) && std::isnan(have)) continue;
+    if (have == want && std::signbit(have) == std::signbit(want)) continue;
+    ++acc.f32Differ;
+    bool near = std::isfinite(want) &&
+                (std::nextafter(want, INFINITY) == have || std::nextafter(want, -INFINITY) == have);
+    if (!near) {
+      INFO(op << " f32 at " << x32[0] << ": " << have << ", libm " << want);
+      CHECK(near);
+      ++acc.f32Over1Ulp;
+    }
+  }
+  MESSAGE(op << ": " << n << " inputs, max " << acc.maxUlpF64 << " ulp in f64 (at "
+             << std::setprecision(17) << acc.worstInput << std::setprecision(6)
+             << "), f32 differs from "
+             << "libm's rounded value on " << acc.f32Differ << " (" << acc.f32Over1Ulp
+             << " by more than 1 ulp)");
+  return acc;
+}
+
+// Edge values every function is checked on, with their negations.
+std::vector<double> edgeValues() {
+  std::vector<double> v = {0.0,
+                           1.0,
+                           0.5,
+                           2.0,
+                           1e-310,
+                           4.9e-324,
+                           2.2250738585072014e-308,
+                           1e-300,
+                           1e-20,
+                           1e-8,
+                           0.84375,
+                           1.25,
+                           2.857,
+                           6.0,
+                           20.0,
+                           22.0,
+                           88.7,
+                           709.7,
+                           710.0,
+                           746.0,
+                           1e6,
+                           1647098,
+                           1e15,
+                           1e22,
+                           1e300,
+                           1.7976931348623157e308,
+                           INFINITY,
+                           NAN,
+                           3.141592653589793,
+                           1.5707963267948966};
+  size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+std::vector<double> uniform(std::mt19937_64& rng, size_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(rng);
+  return v;
+}
+
+// Doubles with uniformly distributed exponents in [2^lo, 2^hi), random signs when `sign`.
+std::vector<double> logUniform(std::mt19937_64& rng, size_t n, int lo, int hi, bool sign) {
+  std::uniform_real_distribution<double> m(1.0, 2.0);
+  std::uniform_int_distribution<int> e(lo, hi - 1);
+  std::vector<double> v(n);
+  for (double& x : v) x = std::ldexp(m(rng), e(rng)) * (sign && (rng() & 1) ? -1 : 1);
+  return v;
+}
+
+std::vector<double> concat(std::initializer_list<std::vector<double>> parts) {
+  std::vector<double> v;
+  for (const auto& p : parts) v.insert(v.end(), p.begin(), p.end());
+  return v;
+}
+
+double libm1(double (*f)(double), const std::vector<double>& x) { return f(x[0]); }
+
+} // namespace
+
+TEST_CASE("cpu: log, tanh, erf, sin, cos and pow are inline code close to libm") {
+  std::mt19937_64 rng(7);
+  auto unary = [&](const char* op, double (*f)(double), std::vector<double> xs) {
+    return measure(op, {xs}, [f](const std::vector<double>& x) { return libm1(f, x); });
+  };
+  Accuracy log = unary("log", std::log,
+                       concat({edgeValues(), logUniform(rng, 60000, -1074, 1024, false),
+                               uniform(rng, 40000, 0.5, 2.0), uniform(rng, 10000, -1.0, 0.0)}));
+  CHECK(log.maxUlpF64 <= 2);
+  CHECK(log.f32Differ == 0);
+  Accuracy tanh = unary("tanh", std::tanh,
+                        concat({edgeValues(), uniform(rng, 80000, -25.0, 25.0),
+                                logUniform(rng, 30000, -1074, 6, true)}));
+  CHECK(tanh.maxUlpF64 <= 4);
+  CHECK(tanh.f32Differ == 0);
+  Accuracy erf = unary("erf", std::erf,
+                       concat({edgeValues(), uniform(rng, 80000, -7.0, 7.0),
+                               logUniform(rng, 30000, -1074, 4, true)}));
+  CHECK(erf.maxUlpF64 <= 2);
+  CHECK(erf.f32Differ == 0);
+  for (auto [name, f] : {std::pair{"sin", static_cast<double (*)(double)>(std::sin)},
+                         std::pair{"cos", static_cast<double (*)(double)>(std::cos)}}) {
+    std::vector<double> nearHalfPi;
+    for (int i = -20000; i <= 20000; i += 7)
+      nearHalfPi.push_back(std::nextafter(i * 1.5707963267948966, 0.0));
+    Accuracy trig = unary(
+        name, f,
+        concat({edgeValues(), uniform(rng, 50000, -10.0, 10.0), uniform(rng, 20000, -2e6, 2e6),
+                logUniform(rng, 30000, -1074, 1024, true), nearHalfPi}));
+    CHECK(trig.maxUlpF64 <= 2);
+    CHECK(trig.f32Differ == 0);
+  }
+}
+
+TEST_CASE("cpu: tan, atan, asin, acos, sinh and cosh are inline code close to libm") {
+  std::mt19937_64 rng(13);
+  auto unary = [&](const char* op, double (*f)(double), std::vector<double> xs) {
+    return measure(op, {xs}, [f](const std::vector<double>& x) { return libm1(f, x); });
+  };
+  Accuracy tan = unary("tan", std::tan,
+                       concat({edgeValues(), uniform(rng, 70000, -10.0, 10.0),
+                               logUniform(rng, 30000, -1074, 1024, true)}));
+  CHECK(tan.maxUlpF64 <= 4);
+  CHECK(tan.f32Differ == 0);
+  Accuracy atan = unary("atan", std::atan,
+                        concat({edgeValues(), uniform(rng, 60000, -5.0, 5.0),
+                                logUniform(rng, 40000, -1074, 1024, true)}));
+  CHECK(atan.maxUlpF64 <= 2);
+  CHECK(atan.f32Differ == 0);
+  std::vector<double> unit =
+      concat({edgeValues(), uniform(rng, 80000, -1.0, 1.0), uniform(rng, 10000, 0.999, 1.0),
+              uniform(rng, 10000, -1.0, -0.999), logUniform(rng, 10000, -1074, 0, true)});
+  Accuracy asin = unary("asin", std::asin, unit);
+  CHECK(asin.maxUlpF64 <= 4);
+  CHECK(asin.f32Differ == 0);
+  Accuracy acos = unary("acos", std::acos, unit);
+  CHECK(acos.maxUlpF64 <= 4);
+  CHECK(acos.f32Differ == 0);
+  std::vector<double> hyper =
+      concat({edgeValues(), uniform(rng, 60000, -30.0, 30.0), uniform(rng, 20000, -720.0, 720.0),
+              logUniform(rng, 20000, -1074, 0, true)});
+  Accuracy sinh = unary("sinh", std::sinh, hyper);
+  CHECK(sinh.maxUlpF64 <= 4);
+  CHECK(sinh.f32Differ == 0);
+  Accuracy cosh = unary("cosh", std::cosh, hyper);
+  CHECK(cosh.maxUlpF64 <= 4);
+  CHECK(cosh.f32Differ == 0);
+}
+
+TEST_CASE("cpu: asinh, acosh and atanh are inline code close to libm") {
+  std::mt19937_64 rng(17);
+  auto unary = [&](const char* op, double (*f)(double), std::vector<double> xs) {
+    return measure(op, {xs}, [f](const std::vector<double>& x) { return libm1(f, x); });
+  };
+  Accuracy asinh = unary("asinh", std::asinh,
+                         concat({edgeValues(), uniform(rng, 60000, -10.0, 10.0),
+                                 logUniform(rng, 40000, -1074, 1024, true)}));
+  CHECK(asinh.maxUlpF64 <= 2);
+  CHECK(asinh.f32Differ == 0);
+  Accuracy acosh =
+      unary("acosh", std::acosh,
+            concat({edgeValues(), uniform(rng, 50000, 1.0, 10.0), uniform(rng, 10000, 1.0, 1.001),
+                    logUniform(rng, 40000, 0, 1024, false)}));
+  CHECK(acosh.maxUlpF64 <= 2);
+  CHECK(acosh.f32Differ == 0);
+  Accuracy atanh =
+      unary("atanh", std::atanh,
+            concat({edgeValues(), uniform(rng, 70000, -1.0, 1.0), uniform(rng, 10000, 0.999, 1.0),
+                    logUniform(rng, 20000, -1074, 0, true)}));
+  CHECK(atanh.maxUlpF64 <= 2);
+  CHECK(atanh.f32Differ == 0);
+}
+
+TEST_CASE("cpu: pow is inline code close to libm, with C's special cases") {
+  std::mt19937_64 rng(11);
+  std::vector<double> xs, ys;
+  std::vector<double> special = {0.0,  -0.0, 1.0,    -1.0,    0.5,      -0.5,      2.0, -2.0, 3.0,
+                                 -3.0, 0.25, 1e-310, -1e-310, INFINITY, -INFINITY, NAN, 1e300};
+  for (double x : special)
+    for (double y : special) {
+      xs.push_back(x);
+      ys.push_back(y);
+    }
+  auto add = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    xs.insert(xs.end(), x.begin(), x.end());
+    ys.insert(ys.end(), y.begin(), y.end());
+  };
+  add(uniform(rng, 50000, 0.0, 10.0), uniform(rng, 50000, -20.0, 20.0));
+  add(logUniform(rng, 30000, -1074, 1024, false), uniform(rng, 30000, -1.0, 1.0));
+  std::vector<double> ints = uniform(rng, 20000, -30.0, 30.0);
+  for (double& y : ints) y = std::round(y);
+  add(uniform(rng, 20000, -5.0, 5.0), ints);
+  Accuracy pow =
+      measure("pow", {xs, ys}, [](const std::vector<double>& a) { return std::pow(a[0], a[1]); });
+  CHECK(pow.maxUlpF64 <= 2);
+  CHECK(pow.f32Differ == 0);
+}
+
+TEST_CASE("cpu: sin and cos of huge arguments are reduced exactly (Payne-Hanek, no libm call)") {
+  // 6381956970095103 * 2^797 is the double closest to a multiple of pi/2 (x/(pi/2) is 2.98e-19
+  // from an integer): its cosine needs ~120 bits of pi. glibc's cos is 8 ulp off there; ours is
+  // the correctly rounded value.
+  double worst = 6381956970095103.0 * 0x1p797;
+  CpuRun cpu("func @main(%x: tensor<4xf64>) -> (tensor<4xf64>, tensor<4xf64>) {\n"
+             "  %0 = cos %x : tensor<4xf64>\n  %1 = sin %x : tensor<4xf64>\n"
+             "  return %0, %1\n}\n");
+  HostTensor x(ElemType::F64, {4});
+  std::vector<double> xs = {worst, -worst, 1e22, 0x1.fffffffffffffp1023};
+  for (int64_t i = 0; i < 4; ++i) x.setF(i, xs[static_cast<size_t>(i)]);
+  auto got = cpu.run({x}, {});
+  REQUIRE(got.ok());
+  CHECK((*got)[0].getF(0) == -4.687165924254628e-19);
+  CHECK((*got)[0].getF(1) == -4.687165924254628e-19);
+  CHECK((*got)[1].getF(0) == std::sin(worst));
+  CHECK((*got)[1].getF(1) == std::sin(-worst));
+  for (int64_t i = 2; i < 4; ++i) {
+    CHECK(ulpError((*got)[0].getF(i), std::cos(xs[static_cast<size_t>(i)])) <= 1);
+    CHECK(ulpError((*got)[1].getF(i), std::sin(xs[static_cast<size_t>(i)])) <= 1);
+  }
 }

@@ -1,7 +1,8 @@
 // Scalar arithmetic for LLVM emission (see scalar.h). Every function mirrors one kernel of
 // src/ir/interp/elementwise.cpp: floats that the interpreter computes in f64 and rounds
 // once are computed so that the rounded result is the same (exact ops in the value's own
-// precision, libm functions in f64); integers wrap at their width.
+// precision, libm functions in f64 as inline vectorizable code from scalar_math.cpp);
+// integers wrap at their width.
 #include "backends/llvm/scalar.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "backends/llvm/scalar_math.h"
 #include "ir/host_tensor.h"
 
 namespace kiln::llvmgen {
@@ -62,60 +64,19 @@ Value* toI64(IRBuilder<>& b, ElemType e, Value* v) {
   return isUnsignedLike(e) ? b.CreateZExt(v, b.getInt64Ty()) : b.CreateSExt(v, b.getInt64Ty());
 }
 
+// A libm function of f64 operands, as inline code (scalar_math.cpp has every one the
+// interpreter uses).
 Value* libm(IRBuilder<>& b, llvm::Module& m, const char* name, std::vector<Value*> args) {
-  std::vector<llvm::Type*> types(args.size(), f64(b));
-  llvm::FunctionCallee fn =
-      m.getOrInsertFunction(name, llvm::FunctionType::get(f64(b), types, false));
-  if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
-    f->setDoesNotThrow();
-    f->setWillReturn();
-  }
-  return b.CreateCall(fn, args);
+  return b.CreateCall(inlineMathFunction(m, name), args);
 }
 
 Value* intrinsic(IRBuilder<>& b, llvm::Intrinsic::ID id, std::vector<Value*> args) {
   return b.CreateIntrinsic(id, {args[0]->getType()}, args);
 }
 
-// exp in f64 as straight-line code (no call), so that loops over it vectorize: x = n*ln2 + r
-// with |r| <= ln2/2, e^r by its Taylor series to r^13 (truncation below 2e-16), times 2^n
-// built in two halves so that results near overflow and in the subnormal range are right.
-// Within about 2 ulp of libm's exp in f64; after rounding to f32 (the common case) the
-// results are libm's.
-llvm::Function* expFunction(llvm::Module& m) {
-  if (llvm::Function* f = m.getFunction("kiln_exp_f64")) return f;
-  llvm::LLVMContext& c = m.getContext();
-  llvm::Type* d = llvm::Type::getDoubleTy(c);
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(d, {d}, false),
-                                   llvm::GlobalValue::InternalLinkage, "kiln_exp_f64", m);
-  f->addFnAttr(llvm::Attribute::AlwaysInline);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
-  auto k = [&](double v) { return llvm::ConstantFP::get(d, v); };
-  Value* x = f->getArg(0);
-  Value* xc = b.CreateSelect(b.CreateFCmpOGT(x, k(710.0)), k(710.0),
-                             b.CreateSelect(b.CreateFCmpOLT(x, k(-746.0)), k(-746.0), x));
-  Value* n = intrinsic(b, llvm::Intrinsic::roundeven, {b.CreateFMul(xc, k(1.4426950408889634))});
-  Value* r = b.CreateFSub(xc, b.CreateFMul(n, k(0.6931471803691238))); // ln2 high bits: exact
-  r = b.CreateFSub(r, b.CreateFMul(n, k(1.9082149292705877e-10)));     // ln2 low bits
-  double coef = 1;
-  std::vector<double> inv = {1};
-  for (int i = 1; i <= 13; ++i) inv.push_back(coef /= i);
-  Value* p = k(inv[13]);
-  for (int i = 12; i >= 0; --i)
-    p = b.CreateFAdd(b.CreateFMul(p, r), k(inv[static_cast<size_t>(i)]));
-  Value* ni = b.CreateFPToSI(n, b.getInt64Ty());
-  Value* n1 = b.CreateSDiv(ni, b.getInt64(2));
-  Value* n2 = b.CreateSub(ni, n1);
-  auto pow2 = [&](Value* e) {
-    return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, b.getInt64(1023)), 52), d);
-  };
-  Value* res = b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
-  b.CreateRet(b.CreateSelect(b.CreateFCmpUNO(x, x), x, res));
-  return f;
+Value* expD(IRBuilder<>& b, llvm::Module& m, Value* x) {
+  return b.CreateCall(inlineMathFunction(m, "exp"), {x});
 }
-
-Value* expD(IRBuilder<>& b, llvm::Module& m, Value* x) { return b.CreateCall(expFunction(m), {x}); }
 
 // sigmoid in f64 without overflow: both branches exponentiate -|x|.
 Value* sigmoidD(IRBuilder<>& b, llvm::Module& m, Value* x) {
