@@ -326,6 +326,47 @@ func @k(%idx: buffer<3xi64>, %out: buffer<2x8xf32>) -> () {
   CHECK(call(0, 0, -1) == kKilnCpuIndexOutOfRange); // the mask holds, the index does not
 }
 
+TEST_CASE("cpu: a data index that value bounds prove in range is not checked") {
+  // @wrapped stores at imod(i, 8) into n >= 8 elements: always in range, no check (LLVM
+  // cannot see that n >= 8). @raw stores at i itself: checked, so its code can return
+  // kKilnCpuIndexOutOfRange.
+  auto m = parse(R"(symbol n in [8, 64]
+
+func @wrapped(%idx: buffer<1xi64>, %out: buffer<{n}xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  %c8 = iconst {value = 8} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [1, 1, 1]}
+  %a = load %idx, %c0 : i64
+  %i = icast %a : index
+  %w = imod %i, %c8 : index
+  %one = sconst {value = 1.0} : f32
+  store %one, %out, %w
+  return
+}
+
+func @raw(%idx: buffer<1xi64>, %out: buffer<8xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [1, 1, 1]}
+  %a = load %idx, %c0 : i64
+  %i = icast %a : index
+  %one = sconst {value = 1.0} : f32
+  store %one, %out, %i
+  return
+}
+)");
+  for (const char* name : {"wrapped", "raw"}) {
+    auto c = cpu::compileCpuKernels(*m, {m->lookupFunc(name)}, "", "cpu", cpu::CpuOutput::LlvmIr);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
+    INFO(c->text);
+    // status 3 is returned directly or as a phi input
+    bool checked =
+        c->text.find("i32 3") != std::string::npos || c->text.find("[ 3, %") != std::string::npos;
+    CHECK(checked == (std::string(name) == "raw"));
+  }
+}
+
 TEST_CASE("cpu targets: named levels need their features; unknown names are errors") {
   auto v4 = cpu::resolveCpuTarget("cpu:x86-64-v4");
   REQUIRE(v4.ok());
