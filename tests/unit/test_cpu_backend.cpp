@@ -48,18 +48,21 @@ struct CpuRun {
   Loaded so;
 
   // `codegen` shapes the kernels (a GPU target gives workgroups of many threads, shared
-  // memory and barriers); `target` is the CPU the code is compiled for.
+  // memory and barriers); `target` is the CPU the code is compiled for. With `lower` false
+  // the module's kernels are already kernel IR.
   explicit CpuRun(const std::string& text, const std::string& target = "cpu",
-                  const std::string& codegen = "cpu") {
+                  const std::string& codegen = "cpu", bool lower = true) {
     m = parse(text);
-    CodegenContext saved = codegenContext();
-    codegenContext().target = *lookupTarget(codegen);
-    PassManager pm;
-    REQUIRE(pm.addPipeline("shape-infer,fuse,collapse-dims,tile,pad,lower").ok());
-    std::ostringstream sink;
-    Status s = pm.run(*m, sink);
-    codegenContext() = saved;
-    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
+    if (lower) {
+      CodegenContext saved = codegenContext();
+      codegenContext().target = *lookupTarget(codegen);
+      PassManager pm;
+      REQUIRE(pm.addPipeline("shape-infer,fuse,collapse-dims,tile,pad,lower").ok());
+      std::ostringstream sink;
+      Status s = pm.run(*m, sink);
+      codegenContext() = saved;
+      REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
+    }
     for (const auto& f : m->funcs())
       if (f->name() != "main") kernels.push_back(f.get());
     auto c = cpu::compileCpuKernels(*m, kernels, "", target);
@@ -75,7 +78,9 @@ struct CpuRun {
     REQUIRE_MESSAGE(so.handle, dlerror());
   }
 
-  Status runKernel(size_t index, std::vector<HostTensor*> bufs, const SymbolBinding& dims) {
+  // The status the kernel's entry point returns (a KilnCpuStatus).
+  Result<int32_t> callKernel(size_t index, std::vector<HostTensor*> bufs,
+                             const SymbolBinding& dims) {
     const cpu::CpuKernelInfo& info = payload.kernels[index];
     auto fn = reinterpret_cast<KilnCpuKernelFn>(dlsym(so.handle, info.symbol.c_str()));
     if (!fn) return error(Loc{}, "missing symbol " + info.symbol);
@@ -88,7 +93,11 @@ struct CpuRun {
     for (const std::string& s : info.symbols) syms.push_back(dims.at(s));
     KILN_TRY(sim::Grid g, sim::kernelGrid(*kernels[index], dims));
     KilnCpuArgs args{ptrs.data(), extents.data(), syms.data(), {g.x, g.y, g.z}};
-    int32_t st = fn(&args, 0, g.x * g.y * g.z);
+    return fn(&args, 0, g.x * g.y * g.z);
+  }
+
+  Status runKernel(size_t index, std::vector<HostTensor*> bufs, const SymbolBinding& dims) {
+    KILN_TRY(int32_t st, callKernel(index, std::move(bufs), dims));
     if (st != 0) return error(Loc{}, "kernel failed with status " + std::to_string(st));
     return ok();
   }
@@ -220,6 +229,145 @@ TEST_CASE("cpu: softmax, reductions and integer arithmetic") {
   return %0, %1, %5
 })",
       {ramp(ElemType::F32, {5, 33}, 3.0), ramp(ElemType::I32, {5, 33}, 1000.0)});
+}
+
+TEST_CASE("cpu: gather indices read from data are checked against the extent") {
+  CpuRun cpu(
+      R"(func @main(%x: tensor<4x8xf32>, %i: tensor<2xi64>, %e: tensor<3x8xi64>) -> (tensor<2x8xf32>, tensor<3x8xf32>) {
+  %0 = gather %x, %i {axis = 0} : tensor<2x8xf32>
+  %1 = exp %0 : tensor<2x8xf32>
+  %2 = gather_elements %x, %e {axis = 0} : tensor<3x8xf32>
+  %3 = neg %2 : tensor<3x8xf32>
+  return %1, %3
+})");
+  REQUIRE(cpu.kernels.size() == 2);
+  REQUIRE(cpu.payload.kernels[0].lowered);
+  REQUIRE(cpu.payload.kernels[1].lowered);
+  HostTensor x = ramp(ElemType::F32, {4, 8}, 1.0);
+  auto gather = [&](int64_t a, int64_t b) {
+    HostTensor i(ElemType::I64, {2}), out(ElemType::F32, {2, 8});
+    i.setI(0, a);
+    i.setI(1, b);
+    auto st = cpu.callKernel(0, {&x, &i, &out}, {});
+    REQUIRE(st.ok());
+    if (*st == kKilnCpuOk) // -1 is the last row
+      for (int64_t c = 0; c < 8; ++c)
+        CHECK(out.getF(8 + c) == static_cast<float>(std::exp(x.getF((b < 0 ? b + 4 : b) * 8 + c))));
+    return *st;
+  };
+  CHECK(gather(0, 3) == kKilnCpuOk);
+  CHECK(gather(2, -1) == kKilnCpuOk);
+  CHECK(gather(1, -4) == kKilnCpuOk);
+  for (int64_t bad : {int64_t(4), int64_t(-5), int64_t(100000000), INT64_MAX, INT64_MIN})
+    CHECK(gather(0, bad) == kKilnCpuIndexOutOfRange);
+
+  auto gatherElements = [&](int64_t at, int64_t v) {
+    HostTensor e(ElemType::I64, {3, 8}), out(ElemType::F32, {3, 8});
+    for (int64_t k = 0; k < 24; ++k) e.setI(k, k % 4);
+    e.setI(at, v);
+    auto st = cpu.callKernel(1, {&x, &e, &out}, {});
+    REQUIRE(st.ok());
+    if (*st == kKilnCpuOk) CHECK(out.getF(at) == -x.getF((v < 0 ? v + 4 : v) * 8 + at % 8));
+    return *st;
+  };
+  CHECK(gatherElements(5, -1) == kKilnCpuOk);
+  CHECK(gatherElements(23, 3) == kKilnCpuOk);
+  CHECK(gatherElements(23, 4) == kKilnCpuIndexOutOfRange);
+  CHECK(gatherElements(0, -5) == kKilnCpuIndexOutOfRange);
+}
+
+TEST_CASE("cpu: stores, masked and vector accesses at data indices are checked") {
+  // idx[0]: a row stored to; idx[1]: the column of a 4-lane vector copy; idx[2]: the
+  // column of a masked store and load whose mask is idx[2] < 8.
+  CpuRun cpu(R"(func @main(%i: tensor<3xi64>) -> (tensor<2x8xf32>) {
+  %0 = dispatch %i {kernel = "k"} : tensor<2x8xf32>
+  return %0
+}
+
+func @k(%idx: buffer<3xi64>, %out: buffer<2x8xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  %c2 = iconst {value = 2} : index
+  %c8 = iconst {value = 8} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [1, 1, 1]}
+  %a = load %idx, %c0 : i64
+  %row = icast %a : index
+  %b = load %idx, %c1 : i64
+  %col = icast %b : index
+  %d = load %idx, %c2 : i64
+  %mcol = icast %d : index
+  %one = sconst {value = 1.0} : f32
+  store %one, %out, %row, %c0
+  %v = vector_load %out, %c0, %col : vector<4xf32>
+  vector_store %v, %out, %c1, %col
+  %m = icmp %mcol, %c8 {pred = "lt"} : i1
+  %two = sconst {value = 2.0} : f32
+  masked_store %m, %two, %out, %c1, %mcol
+  %r = masked_load %out, %m, %c0, %mcol {other = 3.0} : f32
+  store %r, %out, %c1, %c0
+  return
+}
+)",
+             "cpu", "cpu", false);
+  REQUIRE(cpu.kernels.size() == 1);
+  REQUIRE(cpu.payload.kernels[0].lowered);
+  auto call = [&](int64_t row, int64_t col, int64_t mcol) {
+    HostTensor i(ElemType::I64, {3}), out(ElemType::F32, {2, 8});
+    i.setI(0, row);
+    i.setI(1, col);
+    i.setI(2, mcol);
+    auto st = cpu.callKernel(0, {&i, &out}, {});
+    REQUIRE(st.ok());
+    return *st;
+  };
+  CHECK(call(1, 4, 7) == kKilnCpuOk);
+  CHECK(call(0, 0, 100) == kKilnCpuOk); // the mask is false: nothing stored or loaded
+  CHECK(call(2, 0, 0) == kKilnCpuIndexOutOfRange);
+  CHECK(call(-1, 0, 0) == kKilnCpuIndexOutOfRange);
+  CHECK(call(0, 5, 0) == kKilnCpuIndexOutOfRange); // lanes 5..8 pass the end
+  CHECK(call(0, -1, 0) == kKilnCpuIndexOutOfRange);
+  CHECK(call(0, 0, -1) == kKilnCpuIndexOutOfRange); // the mask holds, the index does not
+}
+
+TEST_CASE("cpu: a data index that value bounds prove in range is not checked") {
+  // @wrapped stores at imod(i, 8) into n >= 8 elements: always in range, no check (LLVM
+  // cannot see that n >= 8). @raw stores at i itself: checked, so its code can return
+  // kKilnCpuIndexOutOfRange.
+  auto m = parse(R"(symbol n in [8, 64]
+
+func @wrapped(%idx: buffer<1xi64>, %out: buffer<{n}xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  %c8 = iconst {value = 8} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [1, 1, 1]}
+  %a = load %idx, %c0 : i64
+  %i = icast %a : index
+  %w = imod %i, %c8 : index
+  %one = sconst {value = 1.0} : f32
+  store %one, %out, %w
+  return
+}
+
+func @raw(%idx: buffer<1xi64>, %out: buffer<8xf32>) -> () {
+  %c0 = iconst {value = 0} : index
+  %c1 = iconst {value = 1} : index
+  kernel_config %c1, %c1, %c1 {workgroup = [1, 1, 1]}
+  %a = load %idx, %c0 : i64
+  %i = icast %a : index
+  %one = sconst {value = 1.0} : f32
+  store %one, %out, %i
+  return
+}
+)");
+  for (const char* name : {"wrapped", "raw"}) {
+    auto c = cpu::compileCpuKernels(*m, {m->lookupFunc(name)}, "", "cpu", cpu::CpuOutput::LlvmIr);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
+    INFO(c->text);
+    // status 3 is returned directly or as a phi input
+    bool checked =
+        c->text.find("i32 3") != std::string::npos || c->text.find("[ 3, %") != std::string::npos;
+    CHECK(checked == (std::string(name) == "raw"));
+  }
 }
 
 TEST_CASE("cpu targets: named levels need their features; unknown names are errors") {

@@ -9,12 +9,18 @@
 //     uniform:  a barrier-holding `for`, its phases inside
 //
 // A value used in a phase other than the one defining it lives in a per-thread slot.
+//
+// Accesses at indices computed from data (an `icast` of a loaded scalar: gather and scatter
+// indices) are checked against the buffer's extents and return kKilnCpuIndexOutOfRange;
+// every other index is derived from ids, loop counters, constants and symbols by `lower`,
+// and stays unchecked so that the hot loops carry no branches.
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/llvm/emit.h"
 #include "backends/llvm/scalar.h"
@@ -43,13 +49,15 @@ struct Buf {
   llvm::Value* base = nullptr;
   ElemType elem = ElemType::F32;
   std::vector<llvm::Value*> extents;
+  std::vector<int64_t> minExtents; // the smallest value each extent can take
   int64_t perThread = 0; // private: elements per thread (the slice of thread t starts at t*n)
 };
 
 class Emitter {
 public:
   Emitter(llvm::Module& m, const Func& k, const SymbolTable& syms, bool mayAlias)
-      : m_(m), c_(m.getContext()), b_(c_), k_(k), bounds_(k, syms), mayAlias_(mayAlias) {
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), syms_(syms), bounds_(k, syms),
+        mayAlias_(mayAlias) {
     // A product added to a sum may be one fused multiply-add (one rounding instead of two:
     // closer to the interpreter's f64 accumulation, and twice the throughput).
     llvm::FastMathFlags fmf;
@@ -59,6 +67,7 @@ public:
 
   Result<EmittedKernel> run(const std::string& symbol) {
     KILN_CHECK(buildTree());
+    markDataIndices();
     EmittedKernel out;
     out.symbol = symbol;
     llvm::Type* i64 = b_.getInt64Ty();
@@ -181,6 +190,19 @@ private:
     for (const Node& c : n.body) markPhase(c, phase);
   }
 
+  // Data-dependent indices: an icast of a scalar, and every index computed from one
+  // (index arithmetic, sselect, a `for` with such a bound). An i1 condition is a scalar,
+  // so a select between two in-range indices stays unchecked.
+  void markDataIndices() {
+    for (const auto& opPtr : k_.ops()) {
+      const Op& op = *opPtr;
+      if (op.numResults() == 0 || !op.result(0)->type().isIndex()) continue;
+      bool data = op.kind() == OpKind::ICast && !op.operand(0)->type().isIndex();
+      for (const Value* x : op.operands()) data = data || dataIndices_.count(x) != 0;
+      if (data) dataIndices_.insert(op.result(0));
+    }
+  }
+
   // ---- arguments, stack ------------------------------------------------------------------
 
   Status bindArguments() {
@@ -194,6 +216,8 @@ private:
       buf.base = fn_->getArg(unsigned(i));
       buf.elem = t.elem();
       for (int64_t d = 0; d < t.rank(); ++d, ++extentAt) {
+        Range r = dimBounds(t.dim(d), syms_);
+        buf.minExtents.push_back(r.lo > 0 ? r.lo : 0);
         if (t.dim(d).isStatic()) {
           buf.extents.push_back(b_.getInt64(static_cast<uint64_t>(t.dim(d).value())));
         } else {
@@ -230,8 +254,10 @@ private:
       Buf buf;
       buf.base = a;
       buf.elem = t.elem();
-      for (int64_t d = 0; d < t.rank(); ++d)
+      for (int64_t d = 0; d < t.rank(); ++d) {
         buf.extents.push_back(b_.getInt64(static_cast<uint64_t>(t.dim(d).value())));
+        buf.minExtents.push_back(t.dim(d).value());
+      }
       buf.perThread = priv ? *n : 0;
       bufs_[op.result(0)] = buf;
       if (!priv) shared_.push_back({a, count * static_cast<uint64_t>(elemTypeBytes(t.elem()))});
@@ -418,12 +444,30 @@ private:
 
   // ---- ops -------------------------------------------------------------------------------
 
-  Result<llvm::Value*> address(const Op& op, const Value* bufVal, size_t first, size_t count) {
+  // The element at operands [first, first + count) of `op`; `lanes` elements along the last
+  // dim are accessed. A data-dependent index is checked first (see markDataIndices).
+  Result<llvm::Value*> address(const Op& op, const Value* bufVal, size_t first, size_t count,
+                               int64_t lanes = 1) {
     auto it = bufs_.find(bufVal);
     if (it == bufs_.end()) return error(op.loc(), "access to a buffer the CPU backend cannot see");
     const Buf& buf = it->second;
     if (count != buf.extents.size())
       return error(op.loc(), "buffer access needs one index per dim");
+    llvm::Value* inRange = nullptr;
+    for (size_t d = 0; d < count; ++d) {
+      const Value* v = op.operand(first + d);
+      int64_t span = d + 1 == count ? lanes : 1;
+      if (!dataIndices_.count(v) || provedInRange(v, buf.minExtents[d], span)) continue;
+      llvm::Value* idx = get(v);
+      // 0 <= idx <= extent - span, as one unsigned compare when span is 1
+      llvm::Value* c =
+          span == 1 ? b_.CreateICmpULT(idx, buf.extents[d])
+                    : b_.CreateAnd(
+                          b_.CreateICmpSGE(idx, b_.getInt64(0)),
+                          b_.CreateICmpSLE(idx, b_.CreateSub(buf.extents[d], b_.getInt64(span))));
+      inRange = inRange ? b_.CreateAnd(inRange, c) : c;
+    }
+    if (inRange) check(inRange, kKilnCpuIndexOutOfRange);
     llvm::Value* off = b_.getInt64(0);
     for (size_t d = 0; d < count; ++d) {
       llvm::Value* idx = get(op.operand(first + d));
@@ -435,6 +479,12 @@ private:
       off = b_.CreateAdd(b_.CreateMul(thread_, b_.getInt64(static_cast<uint64_t>(buf.perThread))),
                          off, "", false, true);
     return b_.CreateInBoundsGEP(storageType(c_, buf.elem), buf.base, off);
+  }
+
+  // Value bounds show `span` elements from the index lie within an extent >= minExtent.
+  bool provedInRange(const Value* idx, int64_t minExtent, int64_t span) const {
+    Range r = bounds_.of(idx);
+    return r.known() && r.lo >= 0 && r.hi <= minExtent - span;
   }
 
   llvm::Align alignOf(ElemType e) { return llvm::Align(static_cast<uint64_t>(elemTypeBytes(e))); }
@@ -584,7 +634,7 @@ private:
         return error(op.loc(),
                      "the CPU backend has no vector loads of " + std::string(elemTypeName(e)));
       auto lanes = static_cast<unsigned>(res->type().dim(0).value());
-      KILN_TRY(llvm::Value * p, address(op, op.operand(0), 1, op.numOperands() - 1));
+      KILN_TRY(llvm::Value * p, address(op, op.operand(0), 1, op.numOperands() - 1, lanes));
       llvm::Value* v = b_.CreateAlignedLoad(llvm::FixedVectorType::get(storageType(c_, e), lanes),
                                             p, alignOf(e));
       if (e == ElemType::F16)
@@ -599,12 +649,10 @@ private:
         return error(op.loc(),
                      "the CPU backend has no vector stores of " + std::string(elemTypeName(e)));
       llvm::Value* v = in(0);
+      unsigned lanes = llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements();
       if (e == ElemType::F16)
-        v = b_.CreateFPTrunc(
-            v,
-            llvm::FixedVectorType::get(
-                b_.getHalfTy(), llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements()));
-      KILN_TRY(llvm::Value * p, address(op, bufVal, 2, op.numOperands() - 2));
+        v = b_.CreateFPTrunc(v, llvm::FixedVectorType::get(b_.getHalfTy(), lanes));
+      KILN_TRY(llvm::Value * p, address(op, bufVal, 2, op.numOperands() - 2, lanes));
       b_.CreateAlignedStore(v, p, alignOf(e));
       return ok();
     }
@@ -727,6 +775,7 @@ private:
   llvm::LLVMContext& c_;
   IRBuilder<> b_;
   const Func& k_;
+  const SymbolTable& syms_;
   ValueBounds bounds_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
@@ -745,6 +794,7 @@ private:
   std::vector<const Value*> slotOrder_; // slots_ keys in op order
   std::unordered_map<const Value*, llvm::Value*> vals_;
   std::unordered_map<const Value*, Buf> bufs_;
+  std::unordered_set<const Value*> dataIndices_;
   std::vector<std::pair<llvm::AllocaInst*, uint64_t>> shared_;
   std::map<int32_t, llvm::BasicBlock*> fail_;
   std::vector<std::string> symbolNames_;

@@ -28,8 +28,9 @@ struct KilnCpuArgs {
 
 enum KilnCpuStatus : int32_t {
   kKilnCpuOk = 0,
-  kKilnCpuIndexDivByZero = 1, // ifloordiv / iceildiv / imod by zero
-  kKilnCpuBadLoopStep = 2,    // a `for` whose step is not positive
+  kKilnCpuIndexDivByZero = 1,  // ifloordiv / iceildiv / imod by zero
+  kKilnCpuBadLoopStep = 2,     // a `for` whose step is not positive
+  kKilnCpuIndexOutOfRange = 3, // an index computed from data (gather, scatter) is out of bounds
 };
 
 using KilnCpuKernelFn = int32_t (*)(const KilnCpuArgs*, int64_t, int64_t);

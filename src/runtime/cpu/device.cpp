@@ -12,6 +12,8 @@ const char* statusMessage(int32_t s) {
   switch (s) {
   case kKilnCpuIndexDivByZero: return "index arithmetic divides by zero";
   case kKilnCpuBadLoopStep: return "loop step is not positive";
+  case kKilnCpuIndexOutOfRange:
+    return "an index read from tensor data (a gather or scatter index) is out of range";
   default: return "failed with an unknown status";
   }
 }
