@@ -49,6 +49,9 @@ def parse_args():
                    help="the kiln binary (default build/tools/kiln)")
     p.add_argument("--repetitions", type=int, help="timed calls (default 10, 2 with --quick)")
     p.add_argument("--warmup", type=int, help="untimed calls first (default 2, 1 with --quick)")
+    p.add_argument("--warmup-ms", type=int, help="then untimed calls until this many ms have "
+                   "passed, on both sides (default 200, 0 with --quick): the first calls of a "
+                   "short workload run on cold cores and caches")
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds one kiln command may take before it counts as failed (default 1800)")
     p.add_argument("--no-check", action="store_true", help="skip the numerical check (one kiln run each)")
@@ -58,6 +61,7 @@ def parse_args():
         p.error("--threads must be at least 1")
     a.repetitions = a.repetitions or (2 if a.quick else 10)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
+    a.warmup_ms = a.warmup_ms if a.warmup_ms is not None else (0 if a.quick else 200)
     if a.repetitions < 1 or a.warmup < 0:
         p.error("--repetitions must be at least 1 and --warmup at least 0")
     return a
@@ -227,7 +231,8 @@ def kiln_outputs(kir, inputs, count, folder):
 def kiln_median_ms(kir, inputs):
     """Times kiln with `kiln bench`; returns the median in ms, or an error string."""
     cmd = kiln_cmd("bench", kir, inputs) + [f"--repetitions={ARGS.repetitions}",
-                                            f"--warmup={ARGS.warmup}"]
+                                            f"--warmup={ARGS.warmup}",
+                                            f"--warmup-ms={ARGS.warmup_ms}"]
     r = run_kiln(cmd)
     m = re.search(r"^@main: median ([0-9.]+) ms", r.stdout, re.M)
     if r.returncode != 0 or not m:
@@ -236,8 +241,11 @@ def kiln_median_ms(kir, inputs):
 
 
 def reference_median_ms(fn):
-    for _ in range(ARGS.warmup):
+    start = time.perf_counter()
+    calls = 0
+    while calls < ARGS.warmup or (time.perf_counter() - start) * 1e3 < ARGS.warmup_ms:
         fn()
+        calls += 1
     times = []
     for _ in range(ARGS.repetitions):
         start = time.perf_counter()
@@ -676,7 +684,7 @@ def main():
         sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
     report = Report()
     print(f"kiln bench: device {ARGS.device}, {ARGS.threads} threads, {ARGS.repetitions} repetitions "
-          f"after {ARGS.warmup} warmup, medians; {cpu_name()} ({os.cpu_count()} cores)"
+          f"after {ARGS.warmup} warmup (and at least {ARGS.warmup_ms} ms of them), medians; {cpu_name()} ({os.cpu_count()} cores)"
           f"{'; --quick shapes' if ARGS.quick else ''}")
     tmp = ARGS.keep or tempfile.mkdtemp(prefix="kiln-bench-")
     os.makedirs(tmp, exist_ok=True)

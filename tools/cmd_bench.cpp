@@ -22,6 +22,8 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
                         as for kiln compile; the same input tensors are updated call after call
   --repetitions=N       timed calls per function (default 10)
   --warmup=N            untimed calls before them (default 1)
+  --warmup-ms=T         then more untimed calls until T milliseconds have passed (default 0):
+                        short kernels run on cold cores and caches for their first calls
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   -h, --help            show this help
 )";
@@ -49,7 +51,7 @@ int runBench(const std::vector<std::string>& args) {
       {"function", true, true, ""}, {"input", true, true, ""},
       {"device", true, false, ""},  {"repetitions", true, false, ""},
       {"warmup", true, false, ""},  {"cpu-threads", true, false, ""},
-      {"donate", true, true, ""},
+      {"donate", true, true, ""},   {"warmup-ms", true, false, ""},
   };
   auto parsed = parseArgs(args, specs, "bench");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -65,6 +67,8 @@ int runBench(const std::vector<std::string>& args) {
   if (!reps.ok()) return fail(reps.diags());
   auto warmup = count(a, "warmup", 1);
   if (!warmup.ok()) return fail(warmup.diags());
+  auto warmupMs = count(a, "warmup-ms", 0);
+  if (!warmupMs.ok()) return fail(warmupMs.diags());
   if (*reps < 1) return fail(error(Loc::named("--repetitions"), "needs at least 1"));
   if (Status t = applyCpuThreadsFlag(a); !t.ok()) return fail(t.diags());
   std::string device = defaultDeviceName();
@@ -97,7 +101,11 @@ int runBench(const std::vector<std::string>& args) {
   if (!executor.ok()) return fail(executor.diags());
 
   for (const std::string& f : functions) {
-    for (int64_t i = 0; i < *warmup; ++i) {
+    auto warmStart = std::chrono::steady_clock::now();
+    for (int64_t i = 0;
+         i < *warmup || std::chrono::steady_clock::now() - warmStart <
+                            std::chrono::milliseconds(*warmupMs);
+         ++i) {
       auto r = (*executor)->call(f, *inputs);
       if (!r.ok()) return fail(r.diags());
     }
