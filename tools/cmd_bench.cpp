@@ -102,9 +102,8 @@ int runBench(const std::vector<std::string>& args) {
 
   for (const std::string& f : functions) {
     auto warmStart = std::chrono::steady_clock::now();
-    for (int64_t i = 0;
-         i < *warmup || std::chrono::steady_clock::now() - warmStart <
-                            std::chrono::milliseconds(*warmupMs);
+    for (int64_t i = 0; i < *warmup || std::chrono::steady_clock::now() - warmStart <
+                                           std::chrono::milliseconds(*warmupMs);
          ++i) {
       auto r = (*executor)->call(f, *inputs);
       if (!r.ok()) return fail(r.diags());

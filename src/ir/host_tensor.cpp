@@ -7,13 +7,21 @@
 namespace kiln {
 
 HostTensor::HostTensor(ElemType elem, std::vector<int64_t> shape)
+    : HostTensor(elem, std::move(shape), true) {}
+
+HostTensor HostTensor::uninitialized(ElemType elem, std::vector<int64_t> shape) {
+  return HostTensor(elem, std::move(shape), false);
+}
+
+HostTensor::HostTensor(ElemType elem, std::vector<int64_t> shape, bool zero)
     : elem_(elem), shape_(std::move(shape)) {
   size_t bytes = byteSize();
   // 64-byte aligned storage, rounded up so an empty tensor still has a valid pointer.
   size_t words = (bytes + 63) / 64 + 1;
-  auto storage =
-      std::shared_ptr<uint8_t[]>(new (std::align_val_t(64)) uint8_t[words * 64](),
-                                 [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
+  uint8_t* raw = zero ? new (std::align_val_t(64)) uint8_t[words * 64]()
+                      : new (std::align_val_t(64)) uint8_t[words * 64];
+  auto storage = std::shared_ptr<uint8_t[]>(
+      raw, [](uint8_t* p) { operator delete[](p, std::align_val_t(64)); });
   data_ = storage.get();
   owner_ = std::shared_ptr<const void>(storage, storage.get());
 }

@@ -21,6 +21,9 @@ public:
   HostTensor() = default;
   // Zero-filled tensor of that element type and shape.
   HostTensor(ElemType elem, std::vector<int64_t> shape);
+  // The same without the zero fill, for a tensor about to be overwritten in full (a result
+  // read back from a device).
+  static HostTensor uninitialized(ElemType elem, std::vector<int64_t> shape);
   // Wraps existing bytes (size must equal numElements * element size); `owner` keeps them
   // alive (a mapping, a buffer).
   static HostTensor view(ElemType elem, std::vector<int64_t> shape, const void* data,
@@ -56,6 +59,7 @@ public:
   HostTensor clone() const;
 
 private:
+  HostTensor(ElemType elem, std::vector<int64_t> shape, bool zero);
   ElemType elem_ = ElemType::F32;
   std::vector<int64_t> shape_;
   std::shared_ptr<const void> owner_;

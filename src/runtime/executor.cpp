@@ -314,7 +314,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
           results.push_back(std::move(t));
           continue;
         }
-        HostTensor t(s->elem, s->shape);
+        HostTensor t = HostTensor::uninitialized(s->elem, s->shape);
         KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
         results.push_back(std::move(t));
       }

@@ -445,3 +445,34 @@ func @main(%x: tensor<4xf32>) -> (tensor<4xf32>) {
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.diags().str().find("matmul") != std::string::npos);
 }
+
+TEST_CASE("a freed buffer's memory serves the next allocation of its size") {
+  auto d = hal::openDevice({"ref", 0}, Loc{});
+  REQUIRE(d.ok());
+  uint64_t before = (*d)->memoryStats().bytesInUse;
+  const uint8_t* first = nullptr;
+  {
+    auto a = (*d)->allocate(1 << 20);
+    REQUIRE(a.ok());
+    first = (*a)->map();
+    CHECK((*d)->memoryStats().bytesInUse == before + (1 << 20));
+  }
+  CHECK((*d)->memoryStats().bytesInUse == before); // live buffers only
+  auto b = (*d)->allocate((1 << 20) - 3);          // the same rounded size
+  REQUIRE(b.ok());
+  CHECK((*b)->map() == first);
+  CHECK((*b)->byteSize() == (1 << 20) - 3);
+  auto c = (*d)->allocate(1 << 20); // the cached block is taken: fresh memory
+  REQUIRE(c.ok());
+  CHECK((*c)->map() != first);
+  // Imported memory is the caller's: never cached, never counted.
+  alignas(64) uint8_t mine[128];
+  {
+    auto i = (*d)->importHost(mine, sizeof mine);
+    REQUIRE(i);
+    CHECK(i->map() == mine);
+  }
+  auto e = (*d)->allocate(128);
+  REQUIRE(e.ok());
+  CHECK((*e)->map() != mine);
+}

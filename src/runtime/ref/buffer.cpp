@@ -11,7 +11,7 @@ void HostMemoryFree::operator()(uint8_t* p) const {
 }
 
 RefBuffer::~RefBuffer() {
-  if (data_.get_deleter().owned) device_.released(bytes_);
+  if (data_.get_deleter().owned) device_.recycle(std::move(data_), bytes_);
 }
 
 Device& RefBuffer::device() { return device_; }

@@ -35,9 +35,19 @@ void RefDevice::resetPeak() {
   stats_.peakBytes = stats_.bytesInUse;
 }
 
-void RefDevice::released(uint64_t bytes) {
+// At least one byte, so that empty tensors still have a distinct address; aligned_alloc
+// wants a multiple of the alignment.
+static uint64_t roundedSize(uint64_t bytes) {
+  return ((bytes ? bytes : 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+}
+
+void RefDevice::recycle(HostMemory memory, uint64_t bytes) {
+  uint64_t rounded = roundedSize(bytes);
   std::lock_guard<std::mutex> lock(statsMu_);
   stats_.bytesInUse -= bytes;
+  if (cachedBytes_ + rounded > kMaxCachedBytes) return; // freed here
+  cache_[rounded].push_back(std::move(memory));
+  cachedBytes_ += rounded;
 }
 
 Result<std::unique_ptr<Buffer>> RefDevice::allocate(uint64_t bytes) {
@@ -45,10 +55,17 @@ Result<std::unique_ptr<Buffer>> RefDevice::allocate(uint64_t bytes) {
   if (bytes > kMaxBufferBytes)
     return error(loc, "cannot allocate " + std::to_string(bytes) + " bytes (the limit is " +
                           std::to_string(kMaxBufferBytes) + ")");
-  // At least one byte, so that empty tensors still have a distinct address; aligned_alloc
-  // wants a multiple of the alignment.
-  uint64_t rounded = ((bytes ? bytes : 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-  HostMemory data(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
+  uint64_t rounded = roundedSize(bytes);
+  HostMemory data;
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+      data = std::move(it->second.back());
+      it->second.pop_back();
+      cachedBytes_ -= rounded;
+    }
+  }
+  if (!data) data.reset(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
   if (!data) return error(loc, "out of memory allocating " + std::to_string(bytes) + " bytes");
   {
     std::lock_guard<std::mutex> lock(statsMu_);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -121,7 +122,12 @@ public:
   Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
                 uint64_t signalValue) override;
 
-  void released(uint64_t bytes);
+  // A buffer's memory back from its destructor: kept for a later allocation of the same
+  // rounded size (up to kMaxCachedBytes in all; a call allocates the same sizes as the last
+  // one, and fresh memory costs a page fault per page), else freed. memoryStats counts live
+  // buffers only.
+  void recycle(HostMemory memory, uint64_t bytes);
+  static constexpr uint64_t kMaxCachedBytes = uint64_t(1) << 30;
 
 protected:
   // Runs a lowered kernel (kernel IR) `f` of `exe`: sim runs it on the simulator; the cpu
@@ -136,8 +142,10 @@ private:
 
   DeviceId id_;
   std::mutex queue_;
-  mutable std::mutex statsMu_;
+  mutable std::mutex statsMu_; // guards stats_ and the cache
   MemoryStats stats_;
+  std::map<uint64_t, std::vector<HostMemory>> cache_; // freed memory by rounded size
+  uint64_t cachedBytes_ = 0;
 };
 
 } // namespace kiln::hal::ref
