@@ -251,7 +251,9 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     }
     case OpKind::TransferTo: {
       const Value* src = op.operand(0);
-      if (op.attrs().getInt("donated") && src->isArg() && src->argOf() == f) {
+      // Only an argument the signature donates: the caller consented to the write.
+      if (op.attrs().getInt("donated") && src->isArg() && src->argOf() == f &&
+          f->argDonation(src->index())) {
         KILN_TRY(Slot s, donatedSlot(op, *dev, src->index()));
         env[op.result(0)] = std::move(s);
         break;

@@ -303,3 +303,26 @@ TEST_CASE("the C API updates a donated input in the caller's memory") {
   kiln_module_free(m);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a schedule's donated upload of an argument the signature does not donate is a copy") {
+  // A hand-written (or damaged) schedule cannot make the executor write a caller's tensor.
+  const std::string text = R"(func @main(%x: tensor<4xf32>) -> (tensor<4xf32>) {
+  %0 = transfer_to %x {device = "ref[0]", donated = 1} : tensor<4xf32>
+  launch %0, %0 {device = "ref[0]", kernel = "k", outputs = 1}
+  wait {device = "ref[0]"}
+  return %0
+}
+func @k(%a: tensor<4xf32>) -> (tensor<4xf32>) {
+  %0 = neg %a : tensor<4xf32>
+  return %0
+}
+)";
+  auto ex = Executor::create(compileFor(text, "ref[0]"));
+  REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.diags().str()));
+  HostTensor x = filled(ElemType::F32, {4}, 1, 1);
+  auto got = (*ex)->call("main", {x});
+  REQUIRE(got.ok());
+  CHECK((*got)[0].data() != x.data());
+  CHECK((*got)[0].getF(0) == -1.0);
+  CHECK(x.getF(0) == 1.0);
+}
