@@ -15,8 +15,10 @@
 #include "ir/host_tensor.h"
 #include "ir/ir.h"
 #include "ir/npy.h"
+#include "passes/pass.h"
 #include "runtime/drivers.h"
 #include "runtime/program.h"
+#include "target/target.h"
 
 namespace kiln::cli {
 
@@ -67,9 +69,14 @@ std::vector<FlagSpec> withPlacementFlags(std::vector<FlagSpec> specs);
 Result<std::string> pickEntry(const Program& p, const std::string& requested);
 // --input values (@FILE.npy or literals), in order; every bad one is reported.
 Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>& specs);
-// --target=NAME and --tile-config=FILE (kiln opt, kiln compile --emit=kernels): set the
-// codegen target and the manual tiles the codegen passes read.
-Status applyCodegenFlags(const ParsedArgs& a);
+// --target=NAME and --tile-config=FILE for a codegen pipeline (kiln opt, kiln compile
+// --emit=kernels): the options every codegen pass of the pipeline text gets, and the target
+// they name (the table's "cpu" when none), checked.
+struct CodegenFlags {
+  PassOptions passDefaults;
+  TargetDesc target;
+};
+Result<CodegenFlags> codegenFlags(const ParsedArgs& a);
 // --cpu-threads=N (kiln run, kiln bench): the cpu devices' thread count; applied before a
 // device is opened.
 Status applyCpuThreadsFlag(const ParsedArgs& a);

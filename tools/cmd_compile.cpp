@@ -1,7 +1,6 @@
 // `kiln compile`: a source model to a .kmod module file (or the IR of one stage).
 #include <iostream>
 
-#include "backends/target.h"
 #include "cli.h"
 #include "compiler/donation.h"
 #include "ir/printer.h"
@@ -9,6 +8,7 @@
 #include "passes/pass_manager.h"
 #include "passes/placement_report.h"
 #include "runtime/module_format.h"
+#include "target/tile_config.h"
 
 namespace kiln::cli {
 
@@ -38,12 +38,13 @@ kiln dump).
                         and the target's limit
   --emit=llvm           the cpu device's kernels as optimized LLVM IR
   --emit=asm            the cpu device's kernels as x86-64 assembly
-  --target=NAME         the CPU code's target for the cpu device: cpu (this machine's CPU,
-                        the default), cpu:x86-64-v2, cpu:x86-64-v3, cpu:x86-64-v4; for
+  --target=NAME         codegen target of the devices whose backend takes it (repeatable):
+                        cpu devices take cpu (this machine's CPU, the default),
+                        cpu:x86-64-v2, cpu:x86-64-v3, cpu:x86-64-v4; sim devices and
                         --emit=kernels any codegen target: those, vulkan:lavapipe,
                         vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
                         amdgpu:gfx1100
-  --tile-config=FILE    manual tiles per kernel for --emit=kernels (docs/codegen.md)
+  --tile-config=FILE    manual tiles per kernel (docs/codegen.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
   -h, --help            show this help
@@ -56,7 +57,7 @@ int runCompile(const std::vector<std::string>& args) {
       {"emit", true, false, ""},
       {"report", true, false, ""},
       {"external-weights", false, false, ""},
-      {"target", true, false, ""},
+      {"target", true, true, ""},
       {"tile-config", true, false, ""},
   });
   auto parsed = parseArgs(args, specs, "compile");
@@ -75,23 +76,10 @@ int runCompile(const std::vector<std::string>& args) {
     return fail(error(Loc::named("--emit"), "unknown value '" + emit +
                                                 "' (expected kir, schedule, placement-dot, "
                                                 "kernels, llvm or asm)"));
-  bool cpuCode = emit == "kmod" || emit == "schedule" || emit == "llvm" || emit == "asm";
-  std::string target = a.get("target", "cpu");
-  if (a.has("target") && emit != "kernels" && !(cpuCode && target.starts_with("cpu")))
-    return fail(
-        error(Loc::named("--target"), "'" + target +
-                                          "' is a codegen target for --emit=kernels; a module file "
-                                          "takes a CPU target (cpu, cpu:x86-64-v2, -v3, -v4)"));
-  if (a.has("tile-config") && emit != "kernels" && !cpuCode)
-    return fail(error(Loc{}, "--tile-config goes with --emit=kernels or a cpu module"));
-  if (emit == "kernels") {
-    Status codegenFlags = applyCodegenFlags(a);
-    if (!codegenFlags.ok()) return fail(codegenFlags.diags());
-  } else if (a.has("tile-config")) {
-    auto overrides = readTileConfig(a.get("tile-config"));
-    if (!overrides.ok()) return fail(overrides.diags());
-    codegenContext().overrides = *overrides;
-  }
+  if (emit == "kernels" && a.all("target").size() > 1)
+    return fail(error(Loc::named("--target"), "--emit=kernels takes one target"));
+  auto codegen = codegenFlags(a);
+  if (!codegen.ok()) return fail(codegen.diags());
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc::named("--report"),
                       "unknown value '" + a.get("report") + "' (expected placement)"));
@@ -115,11 +103,16 @@ int runCompile(const std::vector<std::string>& args) {
   }
   opts.embedWeights = !a.has("external-weights");
   opts.donate = a.all("donate");
-  opts.cpuTarget = target;
-  std::string cpuText;
+  opts.targets = a.all("target");
+  if (a.has("tile-config")) {
+    auto overrides = readTileConfig(a.get("tile-config"));
+    if (!overrides.ok()) return fail(overrides.diags());
+    opts.tileOverrides = *overrides;
+  }
+  std::string codeText;
   if (emit == "llvm" || emit == "asm") {
-    opts.cpuTextKind = emit;
-    opts.cpuText = &cpuText;
+    opts.codeTextKind = emit;
+    opts.codeText = &codeText;
   }
   std::string side; // the report, or the dot graph
   opts.afterPlacement = [&](const Module& m) -> Status {
@@ -141,11 +134,13 @@ int runCompile(const std::vector<std::string>& args) {
   if (emit == "kir") {
     text = printModule(**module);
   } else if (emit == "kernels") {
-    PassManager pm;
+    PassManagerOptions pmOpts;
+    pmOpts.defaults = codegen->passDefaults;
+    PassManager pm(pmOpts);
     Status lowered = pm.addPipeline("codegen");
     if (lowered.ok()) lowered = pm.run(**module, std::cerr);
     if (!lowered.ok()) return fail(lowered.diags());
-    text = kernelReport(**module, codegenContext().target);
+    text = kernelReport(**module, codegen->target);
   } else {
     auto program = compileProgram(module.take(), opts);
     if (!program.ok()) return fail(program.diags());
@@ -156,7 +151,7 @@ int runCompile(const std::vector<std::string>& args) {
         return fail(error(Loc::named("--emit"), "--emit=" + emit +
                                                     " shows the cpu device's code; this module "
                                                     "does not run on cpu (add --device=cpu)"));
-      text = cpuText;
+      text = codeText;
     } else if (emit == "schedule") {
       text = printSchedule(*program);
     } else if (emit == "placement-dot") {

@@ -38,8 +38,10 @@ Devices and placement (docs/devices.md):
   affinity after the --pass pipeline.
   --target=NAME         codegen target: cpu, cpu:x86-64-v2|v3|v4, vulkan:lavapipe,
                         vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
-                        amdgpu:gfx1100
-  --tile-config=FILE    manual tiles per kernel (JSON, see docs/codegen.md)
+                        amdgpu:gfx1100; the `target` option of every codegen pass the
+                        --pass text does not give one (as in --pass=tile{target=NAME})
+  --tile-config=FILE    manual tiles per kernel (JSON, see docs/codegen.md); the codegen
+                        passes' `tile-config` option
   --emit=kernels        print a report of the kernels (workgroup, shared memory and the
                         target's limit) instead of the module; runs --pass=codegen when
                         no --pass is given
@@ -86,8 +88,9 @@ int runOpt(const std::vector<std::string>& args) {
     return fail(error(Loc{}, "--emit: expected 'kernels' or 'placement-dot', got '" + emit + "'"));
   bool emitKernels = emit == "kernels";
   bool emitDot = emit == "placement-dot";
-  Status codegenFlags = applyCodegenFlags(a);
-  if (!codegenFlags.ok()) return fail(codegenFlags.diags());
+  auto codegen = codegenFlags(a);
+  if (!codegen.ok()) return fail(codegen.diags());
+  pmOpts.defaults = codegen->passDefaults;
   // Build the pipeline before reading the input, so a misspelled pass fails fast.
   PassManager pm(pmOpts);
   if (a.has("pass") || emitKernels) {
@@ -126,7 +129,7 @@ int runOpt(const std::vector<std::string>& args) {
   }
 
   if (emitKernels) {
-    std::cout << kernelReport(m, codegenContext().target);
+    std::cout << kernelReport(m, codegen->target);
     return 0;
   }
   PrintOptions printOpts;

@@ -2,10 +2,10 @@
 // program to run (a .kmod file, or a source model compiled in memory).
 #include <filesystem>
 
-#include "backends/target.h"
 #include "cli.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/module_format.h"
+#include "target/tile_config.h"
 
 namespace kiln::cli {
 
@@ -120,15 +120,17 @@ Status applyCpuThreadsFlag(const ParsedArgs& a) {
   return ok();
 }
 
-Status applyCodegenFlags(const ParsedArgs& a) {
-  CodegenContext& cg = codegenContext();
-  if (a.has("target")) {
-    KILN_TRY(cg.target, lookupTarget(a.get("target")));
-  }
+Result<CodegenFlags> codegenFlags(const ParsedArgs& a) {
+  CodegenFlags f;
+  std::string target = a.has("target") ? a.all("target").back() : "cpu";
+  KILN_TRY(f.target, lookupTarget(target));
+  if (a.has("target")) f.passDefaults["target"] = target;
   if (a.has("tile-config")) {
-    KILN_TRY(cg.overrides, readTileConfig(a.get("tile-config")));
+    // Read once here, so a bad file is reported against the flag before any pass runs.
+    KILN_CHECK(readTileConfig(a.get("tile-config")));
+    f.passDefaults["tile-config"] = a.get("tile-config");
   }
-  return ok();
+  return f;
 }
 
 } // namespace kiln::cli

@@ -1,13 +1,11 @@
 // compileProgram: runs the pipeline and assembles the Program.
 #include "compiler/compiler.h"
 
-#include "passes/pass_manager.h"
-
 #include <algorithm>
 #include <iostream>
 #include <set>
 
-#include "backends/target.h"
+#include "backends/backend.h"
 #include "compiler/donation.h"
 #include "compiler/memory.h"
 #include "ir/printer.h"
@@ -17,22 +15,30 @@
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "runtime/drivers.h"
-#ifdef KILN_HAVE_LLVM
-#include "backends/cpu/cpu_backend.h"
-#endif
+#include "target/target.h"
 
 namespace kiln {
 
 namespace {
 
-// A device's executable target: its driver's, when the driver is built in.
-Result<std::string> targetOf(const std::string& device) {
-  KILN_TRY(hal::DeviceId id, hal::parseDeviceId(device, Loc::named(device)));
-  hal::Driver* driver = hal::lookupDriver(id.kind);
+// The backend that compiles for a device: its driver's executable target's.
+Result<const TargetBackend*> backendOf(const DeviceTarget& device) {
+  hal::Driver* driver = hal::lookupDriver(device.kind);
   if (!driver)
-    return error(Loc::named("--device"),
-                 "unknown device kind '" + id.kind + "' (available: " + hal::driverNames() + ")");
-  return driver->target();
+    return error(Loc::named(device.str()), "unknown device kind '" + device.kind +
+                                               "' (available: " + hal::driverNames() + ")");
+  const TargetBackend* b = lookupTargetBackend(driver->target());
+  if (!b)
+    return error(Loc::named(device.str()),
+                 driver->target() == "cpu"
+                     ? "this kiln was built without LLVM 19, so it has no CPU backend; install "
+                       "llvm-19-dev and liblld-19-dev and rebuild"
+                     : "this kiln has no compiler backend for target '" + driver->target() + "'");
+  return b;
+}
+
+Result<DeviceTarget> deviceOf(const std::string& name) {
+  return hal::parseDeviceId(name, Loc::named(name));
 }
 
 // Whether the module names a device anywhere (declarations, ops, arguments, results).
@@ -58,52 +64,71 @@ bool needsSchedule(const Module& m, const std::vector<std::string>& entries) {
   return true;
 }
 
-// Runs the codegen pipeline for a device that runs kernel IR: sim on the current codegen
-// target, cpu on the description of its CPU target.
-Status lowerForDevice(Module& module, bool cpu, const std::string& cpuTarget) {
-  CodegenContext& cg = codegenContext();
-  CodegenContext saved = cg;
-  if (cpu) {
-#ifdef KILN_HAVE_LLVM
-    KILN_TRY(cg.target, cpu::cpuCodegenTarget(cpuTarget));
-#else
-    (void)cpuTarget;
-#endif
+// One backend's share of the module: the devices it compiles for, in order of first use.
+struct BackendGroup {
+  const TargetBackend* backend;
+  std::vector<DeviceTarget> devices;
+  BackendOptions options;
+};
+
+// Each backend's options: the --target names it accepts (the last wins) and the tiles. A
+// name that no backend in use accepts is an error listing what they take.
+Status chooseTargets(std::vector<BackendGroup>& groups, const CompileOptions& opts) {
+  for (BackendGroup& g : groups) {
+    g.options.overrides = opts.tileOverrides;
+    g.options.textKind = opts.codeTextKind;
+    g.options.text = opts.codeText;
   }
-  PassManager codegen;
-  Status s = codegen.addPipeline("fuse,collapse-dims,tile,pad,lower");
-  if (s.ok()) s = codegen.run(module, std::cerr);
-  cg = saved;
-  return s;
+  for (const std::string& t : opts.targets) {
+    bool taken = false;
+    for (BackendGroup& g : groups)
+      if (g.backend->acceptsTarget(t)) {
+        g.options.target = t;
+        taken = true;
+      }
+    if (taken) continue;
+    KILN_CHECK(lookupTarget(t)); // a name of no target at all: say which names exist
+    std::string takes;
+    for (const BackendGroup& g : groups) {
+      std::string names = g.backend->targetNames();
+      takes += (takes.empty() ? "" : "; ") + g.devices.front().str() +
+               (names.empty() ? " takes no codegen target" : " takes " + names);
+    }
+    return error(Loc::named("--target"),
+                 "no device of this module compiles for target '" + t + "' (" + takes + ")");
+  }
+  return ok();
 }
 
-// The payload of the cpu executable: every kernel function, lowered ones as code.
-Result<std::string> cpuExecutable(const Module& m, const std::set<std::string>& entries,
-                                  const std::string& irText, const CompileOptions& opts) {
-#ifdef KILN_HAVE_LLVM
-  std::vector<const Func*> kernels;
-  for (const auto& f : m.funcs())
-    if (!entries.count(f->name())) kernels.push_back(f.get());
-  cpu::CpuOutput out = opts.cpuTextKind == "llvm"  ? cpu::CpuOutput::LlvmIr
-                       : opts.cpuTextKind == "asm" ? cpu::CpuOutput::Assembly
-                                                   : cpu::CpuOutput::Executable;
-  KILN_TRY(cpu::CpuCompiled c, cpu::compileCpuKernels(m, kernels, irText, opts.cpuTarget, out));
-  if (opts.cpuText) *opts.cpuText = c.text;
-  return cpu::serializeCpuPayload(c.payload);
-#else
-  (void)m, (void)entries, (void)irText, (void)opts;
-  return error(Loc::named("--device"),
-               "this kiln was built without LLVM 19, so it has no CPU "
-               "backend; install llvm-19-dev and liblld-19-dev and rebuild");
-#endif
+// Adds `device` to its backend's group.
+Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) {
+  KILN_TRY(const TargetBackend* b, backendOf(device));
+  for (BackendGroup& g : groups)
+    if (g.backend == b) {
+      if (std::find(g.devices.begin(), g.devices.end(), device) == g.devices.end())
+        g.devices.push_back(device);
+      return ok();
+    }
+  groups.push_back({b, {device}, {}});
+  return ok();
+}
+
+// Runs each backend's codegen pipeline over the ops of its devices (every op when the module
+// was not placed: then all of it runs on `defaultDevice`).
+Status runCodegen(Module& m, const std::vector<BackendGroup>& groups, bool placed) {
+  for (const BackendGroup& g : groups) {
+    PassManager pm;
+    KILN_CHECK(g.backend->addCodegenPasses(pm, g.options,
+                                           placed ? g.devices : std::vector<DeviceTarget>{}));
+    KILN_CHECK(pm.run(m, std::cerr));
+  }
+  return ok();
 }
 
 } // namespace
 
 std::string defaultDeviceName() {
-#ifdef KILN_HAVE_LLVM
-  if (hal::lookupDriver("cpu")) return "cpu[0]";
-#endif
+  if (lookupTargetBackend("cpu") && hal::lookupDriver("cpu")) return "cpu[0]";
   return "ref[0]";
 }
 
@@ -140,55 +165,55 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   // Every donation can be written in place (fuse and schedule rely on it).
   if (schedule)
     for (const std::string& e : p.entries) KILN_CHECK(analyzeDonations(*module->lookupFunc(e)));
-  bool sim = defaultDevice.starts_with("sim[");
-  bool cpu = defaultDevice.starts_with("cpu[");
-  // A module that is already a schedule keeps its kernels as they are.
-  if ((sim || cpu) && schedule) {
-    // The simulator and the CPU run kernel IR: form dispatches and lower them.
-    if (placed)
-      return error(Loc::named("--device"), "the " + std::string(sim ? "sim" : "cpu") +
-                                               " device runs a module on its own; it cannot be "
-                                               "combined with other devices or placement yet");
-    KILN_CHECK(lowerForDevice(*module, cpu, opts.cpuTarget));
+
+  // The backends of the devices the ops run on, in order of first use.
+  std::vector<BackendGroup> groups;
+  KILN_TRY(DeviceTarget fallback, deviceOf(defaultDevice));
+  if (placed) {
+    for (const std::string& e : p.entries)
+      for (const auto& op : module->lookupFunc(e)->ops())
+        if (op->device()) KILN_CHECK(addDevice(groups, *op->device()));
   }
+  if (groups.empty()) KILN_CHECK(addDevice(groups, fallback));
+  KILN_CHECK(chooseTargets(groups, opts));
+  // A module that is already a schedule keeps its kernels as they are.
+  if (schedule) KILN_CHECK(runCodegen(*module, groups, placed));
+
   ScheduleOptions so;
   so.device = defaultDevice;
   KILN_CHECK(createSchedulePass(so)->run(*module));
   KILN_CHECK(verifyModule(*module));
 
-  // Devices in order of first use; one executable per target they need.
-  std::set<std::string> targets;
-  std::vector<std::string> targetOrder;
+  // Devices in order of first use; the kernels each backend's devices launch.
+  std::map<const TargetBackend*, std::set<std::string>> launched;
+  std::vector<const TargetBackend*> order;
   for (const std::string& e : p.entries)
     for (const auto& op : module->lookupFunc(e)->ops()) {
       if (!op->attrs().has("device")) continue;
       std::string d = op->attrs().getStr("device");
-      if (std::find(p.devices.begin(), p.devices.end(), d) != p.devices.end()) continue;
-      p.devices.push_back(d);
-      KILN_TRY(std::string target, targetOf(d));
-      if (targets.insert(target).second) targetOrder.push_back(target);
+      KILN_TRY(DeviceTarget device, deviceOf(d));
+      KILN_TRY(const TargetBackend* b, backendOf(device));
+      if (std::find(p.devices.begin(), p.devices.end(), d) == p.devices.end())
+        p.devices.push_back(d);
+      if (std::find(order.begin(), order.end(), b) == order.end()) order.push_back(b);
+      if (op->kind() == OpKind::Launch) launched[b].insert(op->attrs().getStr("kernel"));
     }
-  if (targetOrder.empty()) {
-    KILN_TRY(std::string target, targetOf(defaultDevice));
-    targetOrder.push_back(target);
-  }
+  if (order.empty()) order.push_back(groups.front().backend);
 
-  std::set<std::string> entries(p.entries.begin(), p.entries.end());
   for (const std::string& e : p.entries) {
     KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
     p.stats.push_back(std::move(s));
   }
-  PrintOptions kernels;
-  kernels.locs = true;
-  kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
-  for (const std::string& target : targetOrder) {
-    std::string ir = printModule(*module, kernels);
-    if (target == "cpu") {
-      KILN_TRY(std::string payload, cpuExecutable(*module, entries, ir, opts));
-      p.executables.push_back({target, std::move(payload)});
-    } else {
-      p.executables.push_back({target, std::move(ir)});
-    }
+  for (const TargetBackend* b : order) {
+    // Kernels in module order.
+    std::vector<const Func*> kernels;
+    for (const auto& f : module->funcs())
+      if (launched[b].count(f->name())) kernels.push_back(f.get());
+    BackendOptions bo;
+    for (const BackendGroup& g : groups)
+      if (g.backend == b) bo = g.options;
+    KILN_TRY(std::string payload, b->serialize(*module, kernels, bo));
+    p.executables.push_back({b->name(), std::move(payload)});
   }
 
   WeightStore store(*module);

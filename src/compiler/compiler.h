@@ -1,11 +1,14 @@
 // The compile driver: a verified tensor-level module in, a Program (what a .kmod holds)
-// out. Pipeline: placement (placeModule: resolve devices, --place, --partition,
-// shape-infer, affinity) when the program uses more than one device or any placement
-// flag, else shape-infer alone; for a module on its own on a sim or cpu device, the
-// codegen pipeline (fuse, collapse-dims, tile, pad, lower); schedule (one kernel per
-// dispatch or op, on its op's device); memory analysis per entry; one executable payload
-// per target the devices need (ref[0] and ref[1] share target "ref"; a cpu payload holds
-// the kernels' code from the CPU backend, src/backends/cpu).
+// out. Pipeline:
+//   1. place: placeModule (resolve devices, --place, --partition, shape-infer, affinity)
+//      when the program uses more than one device or any placement flag, else shape-infer;
+//   2. group the devices by target backend (backends/backend.h; ref[0] and ref[1] share
+//      "ref") and run each backend's codegen pipeline over its devices' ops (sim and cpu:
+//      fuse, collapse-dims, tile, pad, lower; ref: none);
+//   3. schedule (one kernel per dispatch or op, on its op's device);
+//   4. memory analysis per entry, and one executable per backend, serialized by it from the
+//      kernels launched on its devices.
+// Any mix of devices compiles into one module (cpu with ref, sim with ref, ...).
 //
 // On ref devices a compiled module gives exactly the interpreter's results; on cpu, results
 // within the rounding of contracted multiply-adds and f32 matmul accumulation.
@@ -20,6 +23,7 @@
 
 #include "passes/placement.h"
 #include "runtime/program.h"
+#include "target/tile_config.h"
 
 namespace kiln {
 
@@ -33,13 +37,16 @@ struct CompileOptions {
   // Copy every weight into the module; otherwise the module references the weight files
   // (weights held in memory by the Module, an imported model's, are embedded regardless).
   bool embedWeights = true;
-  // The CPU code's target when a cpu device runs the module: "cpu" (the host) or a level
-  // such as "cpu:x86-64-v3" (src/backends/cpu/cpu_backend.h).
-  std::string cpuTarget = "cpu";
-  // When set, receives the cpu executable's code as text instead of a shared object:
-  // "llvm" (optimized LLVM IR) or "asm" (x86-64 assembly) — kiln compile --emit=llvm|asm.
-  std::string cpuTextKind;
-  std::string* cpuText = nullptr;
+  // Codegen targets (kiln compile --target, repeatable): each goes to the backends in use that
+  // accept the name ("cpu:x86-64-v3" to cpu devices, any target.h row to sim devices); a
+  // backend no name fits uses its default. A name no backend in use accepts is an error.
+  std::vector<std::string> targets;
+  // Manual tiles for every backend's `tile` (--tile-config).
+  TileOverrides tileOverrides;
+  // When set, receives the executables' code as text where a backend has such a form:
+  // "llvm" (optimized LLVM IR) or "asm" (assembly), for the cpu backend today.
+  std::string codeTextKind;
+  std::string* codeText = nullptr;
   // --donate specs, `[@FUNC:]ARG[:RESULT]` (compiler/donation.h): arguments whose storage
   // their result is written into, in addition to the `donate` the module's text declares.
   std::vector<std::string> donate;

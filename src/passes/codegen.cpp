@@ -2,9 +2,30 @@
 // what lower supports, a kernel's strategy, tile plans and the shared-memory footprint.
 #include "passes/codegen.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kiln {
+
+bool CodegenOptions::covers(const Op& op) const {
+  if (devices.empty()) return true;
+  return op.device() && std::find(devices.begin(), devices.end(), *op.device()) != devices.end();
+}
+
+const std::vector<std::string>& codegenOptionKeys() {
+  static const std::vector<std::string> keys = {"target", "tile-config"};
+  return keys;
+}
+
+Result<CodegenOptions> codegenOptionsFrom(const PassOptions& text) {
+  CodegenOptions o;
+  auto t = text.find("target");
+  KILN_TRY(o.target, lookupTarget(t == text.end() ? "cpu" : t->second));
+  if (auto c = text.find("tile-config"); c != text.end()) {
+    KILN_TRY(o.overrides, readTileConfig(c->second));
+  }
+  return o;
+}
 
 bool lowerSupports(const Op& op) {
   for (size_t i = 0; i < op.numOperands(); ++i)

@@ -1,7 +1,7 @@
-// What the codegen passes (fuse, collapse-dims, pad, tile, lower) share: which ops `lower`
-// turns into kernel IR, the shape of a dispatch's work (its strategy and iteration space),
-// tile plans, and the one shared-memory footprint function used by `tile` to choose tiles
-// and by `lower`'s final resource check.
+// What the codegen passes (fuse, collapse-dims, pad, tile, lower) share: the options they are
+// created with, which ops `lower` turns into kernel IR, the shape of a dispatch's work (its
+// strategy and iteration space), tile plans, and the one shared-memory footprint function used by
+// `tile` to choose tiles and by `lower`'s final resource check.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +9,28 @@
 #include <string>
 #include <vector>
 
-#include "backends/target.h"
 #include "ir/ir.h"
+#include "passes/pass.h"
+#include "target/target.h"
+#include "target/tile_config.h"
 
 namespace kiln {
+
+// What every codegen pass is created with. A target backend (backends/backend.h) builds its
+// pipeline with its target and its devices; pipeline text gives `target=NAME` (a row of
+// target.h's table, default "cpu") and `tile-config=FILE`.
+struct CodegenOptions {
+  TargetDesc target;
+  TileOverrides overrides;
+  // The devices whose ops (fuse) and dispatches (the others) the pass handles: a module
+  // placed on devices of several targets runs one pipeline per target. Empty: every op.
+  std::vector<DeviceTarget> devices;
+
+  bool covers(const Op& op) const;
+};
+// The keys codegenOptionsFrom reads, and the options they give.
+const std::vector<std::string>& codegenOptionKeys();
+Result<CodegenOptions> codegenOptionsFrom(const PassOptions& text);
 
 // True when `lower` emits kernel IR for the op (other ops stay single-op dispatches whose
 // tensor-level kernel the host side interprets).

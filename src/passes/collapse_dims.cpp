@@ -113,18 +113,18 @@ bool simpleKernel(const Func& k, const KernelShape& s) {
 
 class CollapseDimsPass : public Pass {
 public:
+  explicit CollapseDimsPass(CodegenOptions opts) : opts_(std::move(opts)) {}
+
   Status run(Module& m) override {
-    const CodegenContext& ctx = codegenContext();
     for (const auto& f : m.funcs())
       for (Op* d : f->opsSnapshot()) {
-        if (d->kind() != OpKind::Dispatch) continue;
+        if (d->kind() != OpKind::Dispatch || !opts_.covers(*d)) continue;
         Func* k = dispatchKernel(m, *d);
         // A dispatch writing a donated argument in place reads it unreshaped (donate.h).
         if (!k || isLoweredKernel(*k) || d->attrs().has("in_place")) continue;
-        auto o = ctx.overrides.find(k->name());
-        if (o == ctx.overrides.end()) o = ctx.overrides.find("*");
-        if (o != ctx.overrides.end() && !o->second.collapse) continue;
-        while (collapseOnce(m, *f, d, *k, ctx.target)) {
+        const TileOverride* o = findTileOverride(opts_.overrides, k->name());
+        if (o && !o->collapse) continue;
+        while (collapseOnce(m, *f, d, *k, opts_.target)) {
         }
       }
     return ok();
@@ -183,6 +183,7 @@ private:
   static void apply(Func& f, Op*& d, Func& k, const std::map<const Value*, Shape>& shapes) {
     Builder b(&f, d);
     b.setLoc(d->loc());
+    b.setDevice(d->device());
     for (size_t i = 0; i < k.numArgs(); ++i) {
       Value* a = k.arg(i);
       Type nt = a->type().withShape(shapes.at(a));
@@ -199,6 +200,7 @@ private:
     k.setResultTypes(rt);
     Builder after(&f, d);
     after.setLoc(d->loc());
+    after.setDevice(d->device());
     Attrs attrs = d->attrs();
     std::vector<Value*> operands = d->operands();
     Op* nd = after.createUnchecked(OpKind::Dispatch, operands, attrs, rt);
@@ -207,6 +209,7 @@ private:
       if (it->get() == d) next = std::next(it) == f.ops().end() ? nullptr : std::next(it)->get();
     Builder post(&f, next);
     post.setLoc(d->loc());
+    post.setDevice(d->device());
     for (size_t r = 0; r < d->numResults(); ++r) {
       Value* old = d->result(r);
       Value* back = nd->result(r);
@@ -217,10 +220,14 @@ private:
     f.erase(d);
     d = nd;
   }
+
+  CodegenOptions opts_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createCollapseDimsPass() { return std::make_unique<CollapseDimsPass>(); }
+std::unique_ptr<Pass> createCollapseDimsPass(const CodegenOptions& opts) {
+  return std::make_unique<CollapseDimsPass>(opts);
+}
 
 } // namespace kiln

@@ -12,6 +12,10 @@
 //   %2 = add %1, %b : ...                   =>        : tensor<4x8xf32>
 //   %3 = relu %2 : ...                          (with %b) and @main_dispatch_0 holding all three
 //
+// Options (codegen.h): the target's fusion switches; on a placed module, only the ops of the
+// given devices are grouped, never ops of two devices together, and the dispatch runs on its
+// ops' device (`transfer` ops stay in the caller).
+//
 // The rules, each with a per-target switch (TargetDesc::fusion, target.h):
 //   elementwise-into-consumer  an elementwise op whose users are all in one dispatch joins it
 //   views-into-loads           a view (slice, transpose, broadcast, reshape, gather) whose
@@ -40,9 +44,10 @@ namespace {
 
 bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKind::Dim; }
 
+// A `transfer` (placed modules) stays in the caller: the schedule turns it into a copy.
 bool isComputing(const Op& op) {
   return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
-         op.kind() != OpKind::Dispatch && !isSource(op);
+         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer && !isSource(op);
 }
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }
@@ -67,8 +72,9 @@ bool isTranscendental(const Op& op) {
 
 class Grouping {
 public:
-  Grouping(Func& f, const FusionRules& rules, std::set<const Op*> alone)
-      : f_(f), rules_(rules), ops_(f.opsSnapshot()), alone_(std::move(alone)) {
+  Grouping(Func& f, const CodegenOptions& opts, std::set<const Op*> alone)
+      : f_(f), opts_(opts), rules_(opts.target.fusion), ops_(f.opsSnapshot()),
+        alone_(std::move(alone)) {
     for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
     group_.assign(ops_.size(), -1);
   }
@@ -76,7 +82,7 @@ public:
   void run() {
     for (size_t i = ops_.size(); i-- > 0;) {
       Op& op = *ops_[i];
-      if (!isComputing(op)) continue;
+      if (!isComputing(op) || !opts_.covers(op)) continue;
       std::optional<int> target = consumerGroup(op);
       if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target)) {
         add(*target, i);
@@ -128,6 +134,8 @@ private:
 
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
+    // A kernel runs on one device.
+    if (ops_[groups_[static_cast<size_t>(g)].front()]->device() != op.device()) return false;
     if (op.has(kView)) {
       if (!rules_.viewsIntoLoads) return false;
     } else if (op.has(kElementwise)) {
@@ -169,6 +177,7 @@ private:
   }
 
   Func& f_;
+  const CodegenOptions& opts_;
   FusionRules rules_;
   std::vector<Op*> ops_;
   std::map<const Op*, size_t> index_;
@@ -229,6 +238,7 @@ Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
 
   Builder b(&f);
   b.setLoc(members.front()->loc());
+  b.setDevice(members.front()->device());
   Attrs a;
   a.set("kernel", name);
   Op* d = b.createUnchecked(OpKind::Dispatch, inputs, a, outTypes);
@@ -237,7 +247,7 @@ Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
   return d;
 }
 
-Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
+Status fuseFunc(Module& m, Func& f, const CodegenOptions& opts, int& counter) {
   KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
   std::map<const Op*, Value*> inPlace; // writer -> the operand it writes over
   std::set<const Op*> alone;
@@ -246,7 +256,7 @@ Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
       inPlace[d.writer] = d.writer->operand(d.operand);
       alone.insert(d.writer);
     }
-  Grouping g(f, rules, std::move(alone));
+  Grouping g(f, opts, std::move(alone));
   g.run();
   const std::vector<Op*>& ops = g.ops();
   // Units: a group, or an op outside every group; emitted in a topological order that keeps
@@ -303,6 +313,8 @@ Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
 
 class FusePass : public Pass {
 public:
+  explicit FusePass(CodegenOptions opts) : opts_(std::move(opts)) {}
+
   Status run(Module& m) override {
     std::set<std::string> kernels;
     for (const auto& f : m.funcs())
@@ -312,13 +324,18 @@ public:
     for (const auto& f : m.funcs())
       if (!kernels.count(f->name()) && !isLoweredKernel(*f)) todo.push_back(f.get());
     int counter = 0;
-    for (Func* f : todo) KILN_CHECK(fuseFunc(m, *f, codegenContext().target.fusion, counter));
+    for (Func* f : todo) KILN_CHECK(fuseFunc(m, *f, opts_, counter));
     return ok();
   }
+
+private:
+  CodegenOptions opts_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
+std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts) {
+  return std::make_unique<FusePass>(opts);
+}
 
 } // namespace kiln

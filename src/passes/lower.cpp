@@ -1360,12 +1360,14 @@ bool isScatterInPlace(const Op& d, const Func& k) {
 
 class LowerPass : public Pass {
 public:
+  explicit LowerPass(CodegenOptions opts) : opts_(std::move(opts)) {}
+
   Status run(Module& m) override {
-    const TargetDesc& target = codegenContext().target;
+    const TargetDesc& target = opts_.target;
     std::vector<std::pair<Op*, Func*>> work;
     for (const auto& f : m.funcs())
       for (const auto& op : f->ops())
-        if (op->kind() == OpKind::Dispatch)
+        if (op->kind() == OpKind::Dispatch && opts_.covers(*op))
           if (Func* k = dispatchKernel(m, *op)) work.emplace_back(op.get(), k);
     std::set<const Func*> done;
     for (auto [d, k] : work) {
@@ -1391,12 +1393,17 @@ public:
     }
     return ok();
   }
+
+private:
+  CodegenOptions opts_;
 };
 
 } // namespace
 
 Status checkKernelResources(const Func& k, const TargetDesc& t) { return checkResources(k, t); }
 
-std::unique_ptr<Pass> createLowerPass() { return std::make_unique<LowerPass>(); }
+std::unique_ptr<Pass> createLowerPass(const CodegenOptions& opts) {
+  return std::make_unique<LowerPass>(opts);
+}
 
 } // namespace kiln

@@ -55,25 +55,32 @@ bool exact(const KernelShape& s, const TilePlan& p, const SymbolTable& syms, con
 
 class PadPass : public Pass {
 public:
+  explicit PadPass(CodegenOptions opts) : opts_(std::move(opts)) {}
+
   Status run(Module& m) override {
     for (const auto& f : m.funcs())
       for (const auto& op : f->ops()) {
-        if (op->kind() != OpKind::Dispatch || !op->attrs().has("tile")) continue;
+        if (op->kind() != OpKind::Dispatch || !op->attrs().has("tile") || !opts_.covers(*op))
+          continue;
         Func* k = dispatchKernel(m, *op);
         if (!k || isLoweredKernel(*k)) continue;
         KernelShape s = analyzeKernel(*k);
         if (s.strategy == Strategy::Host) continue;
         TilePlan p = planOf(*op, s);
-        if (planProblem(s, p, codegenContext().target)) continue; // lower reports it
-        op->attrs().set("guarded",
-                        int64_t(exact(s, p, m.symbols(), codegenContext().target) ? 0 : 1));
+        if (planProblem(s, p, opts_.target)) continue; // lower reports it
+        op->attrs().set("guarded", int64_t(exact(s, p, m.symbols(), opts_.target) ? 0 : 1));
       }
     return ok();
   }
+
+private:
+  CodegenOptions opts_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createPadPass() { return std::make_unique<PadPass>(); }
+std::unique_ptr<Pass> createPadPass(const CodegenOptions& opts) {
+  return std::make_unique<PadPass>(opts);
+}
 
 } // namespace kiln

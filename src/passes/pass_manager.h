@@ -1,7 +1,8 @@
-// PassManager: runs a pipeline of registered passes with the instrumentation the CLI
-// exposes (--print-after, --print-after-all, --verify-each, --time-passes).
+// PassManager: runs a pipeline of passes with the instrumentation the CLI exposes
+// (--print-after, --print-after-all, --verify-each, --time-passes).
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <set>
 #include <string>
@@ -16,16 +17,22 @@ struct PassManagerOptions {
   bool printAfterAll = false;
   bool verifyEach = false;
   bool timePasses = false;
+  // Options given to every pass of a pipeline text that accepts the key, unless the text
+  // sets it (kiln opt's --target and --tile-config are `target` and `tile-config` here).
+  PassOptions defaults;
 };
 
 class PassManager {
 public:
   explicit PassManager(PassManagerOptions opts = {}) : opts_(std::move(opts)) {}
 
-  // Appends passes from "a,b,c"; each item is a pass or a named pipeline. Unknown names
-  // are an error that lists what exists.
+  // Appends passes from "a,b{key=value},c"; each item is a pass or a named pipeline, with
+  // options in braces (on a pipeline they go to each of its passes that accepts the key).
+  // Unknown names, unknown keys and bad values are errors; the passes are created here.
   Status addPipeline(const std::string& spec);
-  const std::vector<std::string>& passNames() const { return names_; }
+  // Appends a pass built from the API (its factory's typed options).
+  void addPass(std::string name, std::unique_ptr<Pass> pass);
+  std::vector<std::string> passNames() const;
 
   // Runs every pass in order. IR printed by --print-after goes to `dump` as
   // "// ----- IR after NAME -----" followed by the module; timings go to `dump` at the end.
@@ -33,8 +40,12 @@ public:
   Status run(Module& m, std::ostream& dump);
 
 private:
+  struct Entry {
+    std::string name;
+    std::unique_ptr<Pass> pass;
+  };
   PassManagerOptions opts_;
-  std::vector<std::string> names_;
+  std::vector<Entry> passes_;
 };
 
 } // namespace kiln

@@ -3,45 +3,94 @@
 // Add a pass by writing its file and one row below. Test-only passes are never listed.
 #include <algorithm>
 
+#include "passes/pass_manager.h"
 #include "passes/passes.h"
 
 namespace kiln {
 
+namespace {
+
+using Factory = std::function<Result<std::unique_ptr<Pass>>(const PassOptions&)>;
+
+// A pass without options.
+Factory plain(std::unique_ptr<Pass> (*create)()) {
+  return [create](const PassOptions&) -> Result<std::unique_ptr<Pass>> { return create(); };
+}
+
+// A codegen pass: `target=NAME`, `tile-config=FILE` (codegen.h).
+Factory codegen(std::unique_ptr<Pass> (*create)(const CodegenOptions&)) {
+  return [create](const PassOptions& text) -> Result<std::unique_ptr<Pass>> {
+    KILN_TRY(CodegenOptions o, codegenOptionsFrom(text));
+    return create(o);
+  };
+}
+
+} // namespace
+
 const std::vector<PassInfo>& registeredPasses() {
   static const std::vector<PassInfo> passes = [] {
+    const std::vector<std::string>& cg = codegenOptionKeys();
     std::vector<PassInfo> v = {
-        // name           description                                                  factory
+        // name, description, option keys, factory
         {"affinity",
          "place every value on a declared device: clone cheap ops per consuming device, "
          "one transfer per remaining cross-device edge",
-         createAffinityPass},
-        {"canonicalize", "fold small constants and apply exact algebraic identities",
-         createCanonicalizePass},
+         {},
+         plain(createAffinityPass)},
+        {"canonicalize",
+         "fold small constants and apply exact algebraic identities",
+         {},
+         plain(createCanonicalizePass)},
         {"collapse-dims",
          "merge adjacent parallel dims of dispatches when contiguous and no larger in shared "
          "memory",
-         createCollapseDimsPass},
-        {"cse", "merge ops that compute the same value from the same operands", createCsePass},
-        {"dce", "remove ops whose results are unused and that have no side effects", createDcePass},
-        {"schedule", "lower tensor functions to a host schedule with one kernel per op (ref[0])",
-         [] { return createSchedulePass(); }},
-        {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch",
-         createFusePass},
-        {"tile", "choose workgroup shapes and tiles that fit the target (--target, --tile-config)",
-         createTilePass},
-        {"lower", "turn tensor-level kernels into kernel IR and check their resources",
-         createLowerPass},
+         cg, codegen(createCollapseDimsPass)},
+        {"cse",
+         "merge ops that compute the same value from the same operands",
+         {},
+         plain(createCsePass)},
+        {"dce",
+         "remove ops whose results are unused and that have no side effects",
+         {},
+         plain(createDcePass)},
+        {"schedule",
+         "lower tensor functions to a host schedule with one kernel per op (device=ref[0])",
+         {"device"},
+         [](const PassOptions& text) -> Result<std::unique_ptr<Pass>> {
+           ScheduleOptions o;
+           if (auto d = text.find("device"); d != text.end()) {
+             KILN_TRY(DeviceTarget t, parseDeviceTarget(d->second, Loc::named("device")));
+             o.device = t.str();
+           }
+           return createSchedulePass(o);
+         }},
+        {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch", cg,
+         codegen(createFusePass)},
+        {"tile", "choose workgroup shapes and tiles that fit the target", cg,
+         codegen(createTilePass)},
+        {"lower", "turn tensor-level kernels into kernel IR and check their resources", cg,
+         codegen(createLowerPass)},
         {"pad",
          "pad iteration spaces to tile multiples; guard accesses where bounds cannot prove them",
-         createPadPass},
-        {"shape-infer", "replace '?' dims by what the shape rules compute; check known ones",
-         createShapeInferPass},
+         cg, codegen(createPadPass)},
+        {"shape-infer",
+         "replace '?' dims by what the shape rules compute; check known ones",
+         {},
+         plain(createShapeInferPass)},
     };
     std::sort(v.begin(), v.end(),
               [](const PassInfo& a, const PassInfo& b) { return a.name < b.name; });
     return v;
   }();
   return passes;
+}
+
+void addCodegenPasses(PassManager& pm, const CodegenOptions& opts) {
+  pm.addPass("fuse", createFusePass(opts));
+  pm.addPass("collapse-dims", createCollapseDimsPass(opts));
+  pm.addPass("tile", createTilePass(opts));
+  pm.addPass("pad", createPadPass(opts));
+  pm.addPass("lower", createLowerPass(opts));
 }
 
 const PassInfo* lookupPass(const std::string& name) {

@@ -10,20 +10,27 @@
 #include <string>
 
 #include "ir/rewrite.h"
+#include "passes/codegen.h"
 #include "passes/pass.h"
 
 namespace kiln {
+
+class PassManager;
 
 std::unique_ptr<Pass> createAffinityPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
-std::unique_ptr<Pass> createFusePass();
-std::unique_ptr<Pass> createCollapseDimsPass();
-std::unique_ptr<Pass> createPadPass();
-std::unique_ptr<Pass> createTilePass();
-std::unique_ptr<Pass> createLowerPass();
+// The codegen passes, in pipeline order (codegen.h: CodegenOptions).
+std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createCollapseDimsPass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createTilePass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createPadPass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createLowerPass(const CodegenOptions& opts);
+// fuse, collapse-dims, tile, pad and lower with `opts`, in that order (what the registry's
+// "codegen" pipeline runs after shape-infer).
+void addCodegenPasses(PassManager& pm, const CodegenOptions& opts);
 
 struct ScheduleOptions {
   std::string device = "ref[0]"; // where ops without a device (`on ...`) run

@@ -188,25 +188,27 @@ Result<TilePlan> choose(const KernelShape& s, const TargetDesc& t, const SymbolT
 
 class TilePass : public Pass {
 public:
+  explicit TilePass(CodegenOptions opts) : opts_(std::move(opts)) {}
+
   Status run(Module& m) override {
-    const CodegenContext& ctx = codegenContext();
     for (const auto& f : m.funcs())
       for (const auto& op : f->ops()) {
-        if (op->kind() != OpKind::Dispatch) continue;
+        if (op->kind() != OpKind::Dispatch || !opts_.covers(*op)) continue;
         Func* k = dispatchKernel(m, *op);
         if (!k || isLoweredKernel(*k)) continue;
         KernelShape s = analyzeKernel(*k);
         if (s.strategy == Strategy::Host) continue;
-        auto it = ctx.overrides.find(k->name());
-        if (it == ctx.overrides.end()) it = ctx.overrides.find("*");
-        Result<TilePlan> p = it != ctx.overrides.end()
-                                 ? fromOverride(s, it->second, ctx.target, m.symbols(), k->name())
-                                 : choose(s, ctx.target, m.symbols(), k->name());
+        const TileOverride* o = findTileOverride(opts_.overrides, k->name());
+        Result<TilePlan> p = o ? fromOverride(s, *o, opts_.target, m.symbols(), k->name())
+                               : choose(s, opts_.target, m.symbols(), k->name());
         if (!p.ok()) return p.takeDiags();
         recordPlan(*op, *p);
       }
     return ok();
   }
+
+private:
+  CodegenOptions opts_;
 };
 
 } // namespace
@@ -217,6 +219,8 @@ Result<TilePlan> chooseTilePlan(const KernelShape& s, const TargetDesc& t, const
   return choose(s, t, syms, kernel);
 }
 
-std::unique_ptr<Pass> createTilePass() { return std::make_unique<TilePass>(); }
+std::unique_ptr<Pass> createTilePass(const CodegenOptions& opts) {
+  return std::make_unique<TilePass>(opts);
+}
 
 } // namespace kiln

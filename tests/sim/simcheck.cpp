@@ -20,7 +20,6 @@
 #include <random>
 #include <sstream>
 
-#include "backends/target.h"
 #include "graphgen.h"
 #include "ir/interp.h"
 #include "ir/npy.h"
@@ -30,6 +29,7 @@
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "runtime/sim/sim.h"
+#include "target/target.h"
 
 using namespace kiln;
 
@@ -96,17 +96,14 @@ int main(int argc, char** argv) {
     text = ss.str();
   }
 
-  CodegenContext& ctx = codegenContext();
-  if (std::string t = arg(argc, argv, "target"); !t.empty()) {
-    auto td = lookupTarget(t);
-    if (!td.ok()) return failWith(td.diags());
-    ctx.target = *td;
-  }
-  if (std::string c = arg(argc, argv, "tile-config"); !c.empty()) {
-    auto cfg = readTileConfig(c);
-    if (!cfg.ok()) return failWith(cfg.diags());
-    ctx.overrides = *cfg;
-  }
+  // --target and --tile-config become the codegen passes' options.
+  PassManagerOptions pmOpts;
+  std::string targetName = arg(argc, argv, "target", "cpu");
+  auto target = lookupTarget(targetName);
+  if (!target.ok()) return failWith(target.diags());
+  if (std::string t = arg(argc, argv, "target"); !t.empty()) pmOpts.defaults["target"] = t;
+  if (std::string c = arg(argc, argv, "tile-config"); !c.empty())
+    pmOpts.defaults["tile-config"] = c;
 
   auto ref = parseModule(text, file);
   auto sim = parseModule(text, file);
@@ -117,7 +114,7 @@ int main(int argc, char** argv) {
   Status v = verifyModule(rm);
   if (!v.ok()) return failWith(v.diags());
 
-  PassManager pm(PassManagerOptions{});
+  PassManager pm(pmOpts);
   std::string pipeline = arg(argc, argv, "pipeline", "codegen");
   if (pipeline != "none") {
     Status added = pm.addPipeline(pipeline);
@@ -205,7 +202,7 @@ int main(int argc, char** argv) {
     }
     for (int64_t e = 0; e < a.numElements(); ++e) {
       bool same = isFloat(a.elem())
-                      ? close(a.getF(e), b.getF(e), a.elem(), !ctx.target.wideAccumulation)
+                      ? close(a.getF(e), b.getF(e), a.elem(), !target->wideAccumulation)
                       : a.getI(e) == b.getI(e);
       if (!same) {
         std::cerr << "FAIL: output " << o << " element " << e << ": sim " << a.getF(e)

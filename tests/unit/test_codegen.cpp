@@ -6,15 +6,16 @@
 #include <doctest/doctest.h>
 #include <sstream>
 
-#include "backends/target.h"
 #include "ir/interp.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
+#include "passes/passes.h"
 #include "passes/value_bounds.h"
 #include "runtime/sim/sim.h"
+#include "target/target.h"
 
 using namespace kiln;
 
@@ -56,10 +57,22 @@ void expectSame(const std::string& text, Module& compiled, const std::vector<Hos
       REQUIRE((*got)[o].getF(i) == doctest::Approx((*want)[o].getF(i)).epsilon(1e-5));
 }
 
-struct ContextGuard {
-  CodegenContext saved = codegenContext();
-  ~ContextGuard() { codegenContext() = saved; }
-};
+// shape-infer, then the codegen passes with `opts` (what a target backend runs).
+Status runCodegen(Module& m, const CodegenOptions& opts) {
+  PassManager pm;
+  KILN_CHECK(pm.addPipeline("shape-infer"));
+  addCodegenPasses(pm, opts);
+  std::ostringstream sink;
+  KILN_CHECK(pm.run(m, sink));
+  return verifyModule(m);
+}
+
+CodegenOptions optionsFor(const std::string& target, TileOverrides overrides = {}) {
+  CodegenOptions o;
+  o.target = *lookupTarget(target);
+  o.overrides = std::move(overrides);
+  return o;
+}
 
 const char* kMatmul = R"(symbol m in [1, 256]
 func @main(%x: tensor<{m}x24xf32>, %w: tensor<24x40xf32>) -> (tensor<{m}x40xf32>) {
@@ -178,9 +191,8 @@ TEST_CASE("cpu targets: x86-64 levels, cpu plans with one thread per workgroup")
     CHECK(t->vectorRegisters == l.regs);
     // The register block fits: MR x NR / lanes accumulators, at most registers - 4.
     CHECK(l.tile[3] * l.tile[4] / (l.bits / 32) <= l.regs - 4);
-    ContextGuard guard;
-    codegenContext().target = *t;
-    codegenContext().overrides.clear();
+    CodegenOptions opts;
+    opts.target = *t;
     const char* text = R"(symbol m in [1, 4096]
 func @main(%x: tensor<{m}x96xf32>, %w: tensor<96x200xf32>) -> (tensor<{m}x200xf32>) {
   %0 = matmul %x, %w : tensor<{m}x200xf32>
@@ -188,7 +200,7 @@ func @main(%x: tensor<{m}x96xf32>, %w: tensor<96x200xf32>) -> (tensor<{m}x200xf3
 }
 )";
     auto m = parse(text);
-    REQUIRE(runPipeline(*m, "codegen").ok());
+    REQUIRE(runCodegen(*m, opts).ok());
     const Op* d = m->lookupFunc("main")->ops().front().get();
     CHECK(d->attrs().getInts("tile") == l.tile);
     CHECK(d->attrs().getInts("workgroup") == std::vector<int64_t>{1, 1, 1});
@@ -201,19 +213,16 @@ func @main(%x: tensor<{m}x96xf32>, %w: tensor<96x200xf32>) -> (tensor<{m}x200xf3
 }
 
 TEST_CASE("cpu matmul tiles: each compiles and runs correctly on sim at M = 1 .. 19") {
-  ContextGuard guard;
-  codegenContext().target = *lookupTarget("cpu");
   int runs = 0;
   for (const char* tile : {"[6, 16, 1, 6, 16]", "[12, 32, 5, 6, 16]", "[2, 8, 24, 1, 8]",
                            "[8, 40, 7, 4, 20]", "[6, 16, 100, 3, 4]"}) {
     auto cfg = parseTileConfig(std::string(R"({"kernels": {"*": {"tile": )") + tile + "}}}", "c");
     REQUIRE(cfg.ok());
-    codegenContext().overrides = *cfg;
     for (int64_t rows : {1, 5, 6, 7, 19}) {
       CAPTURE(tile);
       CAPTURE(rows);
       auto m = parse(kMatmul);
-      Status st = runPipeline(*m, "codegen");
+      Status st = runCodegen(*m, optionsFor("cpu", *cfg));
       REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.diags().str()));
       expectSame(kMatmul, *m,
                  {ramp(ElemType::F32, {rows, 24}, 1.0), ramp(ElemType::F32, {24, 40}, 0.5)});
@@ -240,7 +249,6 @@ TEST_CASE("tile configs: malformed files are errors, never crashes") {
 }
 
 TEST_CASE("manual configs: each one compiles and runs correctly on sim, or is refused") {
-  ContextGuard guard;
   int compiled = 0, refused = 0;
   std::vector<HostTensor> in = {ramp(ElemType::F32, {19, 24}, 1.0),
                                 ramp(ElemType::F32, {24, 40}, 0.5)};
@@ -251,12 +259,10 @@ TEST_CASE("manual configs: each one compiles and runs correctly on sim, or is re
                            (*tile ? std::string(R"(, "tile": )") + tile : "") + "}}}";
         CAPTURE(target);
         CAPTURE(json);
-        codegenContext().target = *lookupTarget(target);
         auto cfg = parseTileConfig(json, "sweep.json");
         REQUIRE(cfg.ok());
-        codegenContext().overrides = *cfg;
         auto m = parse(kMatmul);
-        Status st = runPipeline(*m, "codegen");
+        Status st = runCodegen(*m, optionsFor(target, *cfg));
         if (!st.ok()) {
           std::string msg = st.diags().str();
           CHECK(msg.find("refused") != std::string::npos);
@@ -274,8 +280,6 @@ TEST_CASE("manual configs: each one compiles and runs correctly on sim, or is re
 }
 
 TEST_CASE("the final resource check names the kernel, the bytes and the limit") {
-  ContextGuard guard;
-  codegenContext().target = *lookupTarget("vulkan:generic");
   // A plan forced onto the dispatch (as a tuner or a hand edit would) that tile never chose.
   auto m = parse(
       R"(func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>) -> (tensor<256x256xf32>) {
@@ -287,7 +291,7 @@ func @k(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> (tensor<256x256xf32
   return %0
 }
 )");
-  Status st = runPipeline(*m, "lower");
+  Status st = runPipeline(*m, "lower{target=vulkan:generic}");
   REQUIRE_FALSE(st.ok());
   std::string msg = st.diags().str();
   CHECK(msg.find("kernel @k needs 65536 bytes of shared memory, more than the 16384-byte limit "
@@ -370,7 +374,6 @@ func @main(%x: tensor<{s}x4xf32>, %g: tensor<4xf32>) -> (tensor<{s}x4xf32>) {
 }
 
 TEST_CASE("fusion rules are per-target switches") {
-  ContextGuard guard;
   const char* text = R"(func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>) {
   %t = transpose %w {perm = [1, 0]} : tensor<8x8xf32>
   %0 = matmul %x, %t : tensor<4x8xf32>
@@ -379,9 +382,13 @@ TEST_CASE("fusion rules are per-target switches") {
 }
 )";
   auto dispatches = [&](FusionRules rules) {
-    codegenContext().target.fusion = rules;
+    CodegenOptions opts;
+    opts.target.fusion = rules;
     auto m = parse(text);
-    REQUIRE(runPipeline(*m, "fuse").ok());
+    PassManager pm;
+    pm.addPass("fuse", createFusePass(opts));
+    std::ostringstream sink;
+    REQUIRE(pm.run(*m, sink).ok());
     int n = 0;
     for (const auto& op : m->lookupFunc("main")->ops()) n += op->kind() == OpKind::Dispatch;
     return n;

@@ -13,7 +13,6 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/target.h"
 #include "ir/interp.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -21,6 +20,7 @@
 #include "passes/pass_manager.h"
 #include "runtime/cpu/abi.h"
 #include "runtime/sim/sim.h"
+#include "target/target.h"
 
 using namespace kiln;
 
@@ -54,13 +54,10 @@ struct CpuRun {
                   const std::string& codegen = "cpu", bool lower = true) {
     m = parse(text);
     if (lower) {
-      CodegenContext saved = codegenContext();
-      codegenContext().target = *lookupTarget(codegen);
       PassManager pm;
-      REQUIRE(pm.addPipeline("shape-infer,fuse,collapse-dims,tile,pad,lower").ok());
+      REQUIRE(pm.addPipeline("shape-infer,codegen{target=" + codegen + "}").ok());
       std::ostringstream sink;
       Status s = pm.run(*m, sink);
-      codegenContext() = saved;
       REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
     }
     for (const auto& f : m->funcs())

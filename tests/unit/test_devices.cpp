@@ -225,7 +225,7 @@ func @main(%x: tensor<4xf32> on ref[0]) -> (tensor<4xf32> on ref[1]) {
   REQUIRE(runAffinity(*m).ok());
   const PassInfo* cse = lookupPass("cse");
   REQUIRE(cse);
-  REQUIRE(cse->create()->run(*m).ok());
+  REQUIRE(cse->create({}).take()->run(*m).ok());
   CHECK(count(printModule(*m), "= constant") == 2);
   CHECK(verifyPlacement(*m).ok());
 }

@@ -39,7 +39,7 @@ struct Fixture {
   Status run(const std::string& pass) {
     const PassInfo* info = lookupPass(pass);
     REQUIRE(info != nullptr);
-    return info->create()->run(m);
+    return info->create({}).take()->run(m);
   }
   // Runs canonicalize and returns what the function returns.
   Value* canonicalized() {
@@ -66,7 +66,7 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
   for (const PassInfo& p : registeredPasses()) {
     names.push_back(p.name);
     CHECK_FALSE(p.description.empty());
-    CHECK(p.create() != nullptr);
+    CHECK(p.create({}).take() != nullptr);
   }
   CHECK(names == std::vector<std::string>{"affinity", "canonicalize", "collapse-dims", "cse", "dce",
                                           "fuse", "lower", "pad", "schedule", "shape-infer",
@@ -397,6 +397,7 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   CHECK(bad.passNames().empty()); // nothing half-added
 
   CHECK_FALSE(bad.addPipeline("cse,,dce").ok());
+  CHECK_FALSE(bad.addPipeline("cse{").ok());
   CHECK_FALSE(bad.addPipeline("").ok());
 }
 
@@ -431,4 +432,36 @@ TEST_CASE("pass manager: print-after, time-passes and pass failures") {
   Status st = infer.run(conflict.m, ignored);
   REQUIRE_FALSE(st.ok());
   CHECK(st.diags().str().find("in pass 'shape-infer'") != std::string::npos);
+}
+
+TEST_CASE("pass manager: options in braces, on passes and on pipelines") {
+  auto fail = [](const std::string& spec) {
+    PassManager pm;
+    Status st = pm.addPipeline(spec);
+    REQUIRE_FALSE(st.ok());
+    return st.diags().str();
+  };
+  PassManager pm;
+  REQUIRE(pm.addPipeline("fuse{target=amdgpu:gfx942}, tile{target=cpu:x86-64-v2}").ok());
+  CHECK(pm.passNames() == std::vector<std::string>{"fuse", "tile"});
+  // On a named pipeline the option goes to each pass that takes it (not shape-infer).
+  PassManager cg;
+  REQUIRE(cg.addPipeline("codegen{target=vulkan:lavapipe}").ok());
+  CHECK(cg.passNames().size() == 6);
+  CHECK(fail("cse{target=cpu}").find("pass 'cse' has no option 'target'; it takes no options") !=
+        std::string::npos);
+  CHECK(fail("tile{tiles=3}").find("it takes target, tile-config") != std::string::npos);
+  CHECK(fail("tile{target=vulkan:nope}").find("unknown target 'vulkan:nope'") != std::string::npos);
+  CHECK(fail("tile{target}").find("is not KEY=VALUE") != std::string::npos);
+  CHECK(fail("tile{target=cpu").find("never closed") != std::string::npos);
+  CHECK(fail("default{target=cpu}").find("no pass of pipeline 'default' takes the option") !=
+        std::string::npos);
+  CHECK(fail("schedule{device=gpu[0]}").find("gpu") != std::string::npos);
+
+  // Defaults reach the passes that take the key; the text wins over them.
+  PassManagerOptions o;
+  o.defaults["target"] = "vulkan:nope";
+  PassManager withDefaults(o);
+  CHECK_FALSE(withDefaults.addPipeline("tile").ok());
+  CHECK(withDefaults.addPipeline("cse,tile{target=cpu}").ok());
 }

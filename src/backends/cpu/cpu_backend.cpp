@@ -12,6 +12,8 @@
 #include <algorithm>
 
 #include "backends/llvm/emit.h"
+#include "ir/printer.h"
+#include "passes/passes.h"
 
 namespace kiln::cpu {
 
@@ -137,6 +139,53 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
   KILN_TRY(std::string object, llvmgen::emitObject(*lm, *tm));
   KILN_TRY(p.sharedObject, linkSharedObject(object));
   return out;
+}
+
+namespace {
+
+class CpuBackend : public TargetBackend {
+public:
+  const std::string& name() const override {
+    static const std::string n = "cpu";
+    return n;
+  }
+  bool acceptsTarget(const std::string& target) const override { return isCpuTargetName(target); }
+  std::string targetNames() const override {
+    std::string s;
+    for (const std::string& n : cpuTargetNames()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }
+  Status addCodegenPasses(PassManager& pm, const BackendOptions& o,
+                          const std::vector<DeviceTarget>& devices) const override {
+    CodegenOptions c;
+    KILN_TRY(c.target, cpuCodegenTarget(targetOf(o)));
+    c.overrides = o.overrides;
+    c.devices = devices;
+    kiln::addCodegenPasses(pm, c);
+    return ok();
+  }
+  Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
+                                const BackendOptions& o) const override {
+    CpuOutput out = o.textKind == "llvm"  ? CpuOutput::LlvmIr
+                    : o.textKind == "asm" ? CpuOutput::Assembly
+                                          : CpuOutput::Executable;
+    KILN_TRY(CpuCompiled c,
+             compileCpuKernels(m, kernels, kernelIrText(m, kernels), targetOf(o), out));
+    if (o.text && out != CpuOutput::Executable) *o.text = c.text;
+    return serializeCpuPayload(c.payload);
+  }
+
+private:
+  static std::string targetOf(const BackendOptions& o) {
+    return o.target.empty() ? "cpu" : o.target;
+  }
+};
+
+} // namespace
+
+const TargetBackend* cpuBackend() {
+  static const CpuBackend b;
+  return &b;
 }
 
 } // namespace kiln::cpu

@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/llvm/machine.h"
-#include "backends/target.h"
 #include "ir/ir.h"
 #include "runtime/cpu/payload.h"
+#include "target/target.h"
 
 namespace kiln::cpu {
 
@@ -47,6 +48,11 @@ struct CpuCompiled {
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
                                       const std::string& irText, const std::string& target,
                                       CpuOutput output = CpuOutput::Executable);
+
+// The cpu target backend: the codegen pipeline on cpuCodegenTarget's description, the
+// executable from compileCpuKernels (--emit=llvm|asm: its text instead). Default target:
+// "cpu" (the host).
+const TargetBackend* cpuBackend();
 
 // Links one relocatable object into a shared object with lld (compiler-rt's builtins
 // supply the f16 conversions); the image's bytes.

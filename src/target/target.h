@@ -2,12 +2,15 @@
 //
 // Compiling ahead of time uses the tables in target.cpp; when a device is present its own
 // limits replace the table (the runtime fills a TargetDesc from VkPhysicalDeviceLimits or
-// hipDeviceProp and calls withDeviceLimits). Every codegen pass reads the target from the
-// CodegenContext, which the CLI (`--target=`, `--tile-config=`) sets before passes run.
+// hipDeviceProp and calls withDeviceLimits). Codegen passes take the target as an option
+// (passes/codegen.h: CodegenOptions); each target backend (backends/backend.h) says which
+// target its devices compile for.
+//
+// This folder sits below the passes and the backends: it depends on the IR's element types
+// and diagnostics only.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -59,27 +62,5 @@ const std::vector<std::string>& targetNames();
 Result<TargetDesc> lookupTarget(const std::string& name);
 // `base` with a present device's limits (nonzero fields of `device`) replacing the table's.
 TargetDesc withDeviceLimits(TargetDesc base, const TargetDesc& device);
-
-// A manual tile configuration for one kernel (or "*" for every kernel), read from
-// --tile-config=FILE; the autotuner uses the same hook. Absent fields are chosen by `tile`.
-struct TileOverride {
-  std::vector<int64_t> tile;      // matmul: [TM, TN, TK]; pointwise: [elements per workgroup]
-  std::vector<int64_t> workgroup; // threads [x, y, z]
-  int64_t subgroups = 0;          // subgroups per workgroup (threads = subgroups * size)
-  bool collapse = true;           // false disables collapse-dims for the kernel
-};
-
-struct CodegenContext {
-  TargetDesc target;
-  std::map<std::string, TileOverride> overrides;
-};
-
-// The context codegen passes read (defaults to the cpu target).
-CodegenContext& codegenContext();
-// Parses a tile-config JSON file: {"kernels": {"NAME" | "*": {"tile": [..], "workgroup":
-// [..], "subgroups": N, "collapse": bool}}}. Malformed files are errors, never crashes.
-Result<std::map<std::string, TileOverride>> parseTileConfig(const std::string& text,
-                                                            const std::string& file);
-Result<std::map<std::string, TileOverride>> readTileConfig(const std::string& path);
 
 } // namespace kiln

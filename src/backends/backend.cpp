@@ -1,0 +1,41 @@
+// The target backend table.
+#include "backends/backend.h"
+
+#include <set>
+
+#include "backends/ref/ref_backend.h"
+#include "backends/sim/sim_backend.h"
+#include "ir/printer.h"
+#ifdef KILN_HAVE_LLVM
+#include "backends/cpu/cpu_backend.h"
+#endif
+
+namespace kiln {
+
+const std::vector<const TargetBackend*>& targetBackends() {
+  // One row per backend; the GPU backends add theirs here.
+  static const std::vector<const TargetBackend*> all = {
+      refBackend(),
+      simBackend(),
+#ifdef KILN_HAVE_LLVM
+      cpu::cpuBackend(),
+#endif
+  };
+  return all;
+}
+
+const TargetBackend* lookupTargetBackend(const std::string& name) {
+  for (const TargetBackend* b : targetBackends())
+    if (b->name() == name) return b;
+  return nullptr;
+}
+
+std::string kernelIrText(const Module& m, const std::vector<const Func*>& kernels) {
+  std::set<const Func*> keep(kernels.begin(), kernels.end());
+  PrintOptions o;
+  o.locs = true;
+  o.funcFilter = [&](const Func& f) { return keep.count(&f) > 0; };
+  return printModule(m, o);
+}
+
+} // namespace kiln

@@ -1,0 +1,59 @@
+// Target backends: the compiler side of each executable target, as hal::Driver is the
+// runtime side. A backend has the name of the executable target its driver loads (a
+// device's driver says which: ref[0] -> "ref", cpu[0] -> "cpu"), builds the codegen
+// pipeline for its devices from options, and serializes the executable of the kernels
+// launched on them.
+//
+// compileProgram (compiler/compiler.cpp) places the module, groups its devices by backend,
+// runs each backend's pipeline over the ops of its devices, schedules, and asks each backend
+// for its executable. Adding a backend: a folder src/backends/NAME/ with a TargetBackend
+// subclass, one row in backend.cpp's table, and a runtime driver whose target() is NAME
+// (docs/architecture.md walks through it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/device.h"
+#include "ir/ir.h"
+#include "passes/pass_manager.h"
+#include "target/tile_config.h"
+
+namespace kiln {
+
+struct BackendOptions {
+  std::string target;      // codegen target name (--target); empty: the backend's default
+  TileOverrides overrides; // --tile-config
+  // --emit=llvm|asm: a backend whose code has such a form writes it here (and its executable
+  // may then be empty); others ignore it.
+  std::string textKind;
+  std::string* text = nullptr;
+};
+
+class TargetBackend {
+public:
+  virtual ~TargetBackend() = default;
+  // The executable target, as the runtime driver's Driver::target().
+  virtual const std::string& name() const = 0;
+  // Whether --target=NAME is a codegen target of this backend.
+  virtual bool acceptsTarget(const std::string& target) const = 0;
+  // The codegen target names it accepts, for messages ("" when it takes none).
+  virtual std::string targetNames() const = 0;
+  // Appends the codegen pipeline for the ops placed on `devices` (every op when empty);
+  // backends whose kernels stay tensor-level add nothing.
+  virtual Status addCodegenPasses(PassManager& pm, const BackendOptions& o,
+                                  const std::vector<DeviceTarget>& devices) const = 0;
+  // The payload of the executable holding `kernels` (functions of `m`, in kernel order).
+  virtual Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
+                                        const BackendOptions& o) const = 0;
+};
+
+// Every backend built into this binary.
+const std::vector<const TargetBackend*>& targetBackends();
+const TargetBackend* lookupTargetBackend(const std::string& name);
+
+// The executable payload of backends that ship kernels as kiln IR text (ref, sim): the
+// kernels in order, one function each, with their locations.
+std::string kernelIrText(const Module& m, const std::vector<const Func*>& kernels);
+
+} // namespace kiln
