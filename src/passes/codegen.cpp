@@ -1,5 +1,6 @@
 // The codegen analyses shared by fuse, collapse-dims, pad, tile and lower (see codegen.h):
-// what lower supports, a kernel's strategy, tile plans and the shared-memory footprint.
+// what lower supports, a kernel's shape, the tile-override lookup and the shared-memory
+// footprint.
 #include "passes/codegen.h"
 
 #include <algorithm>
@@ -164,11 +165,6 @@ KernelShape analyzeKernel(const Func& k) {
   return s;
 }
 
-std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const TilePlan& p) {
-  if (s.strategy != Strategy::Matmul || p.tile.size() != 3 || p.cpuMatmul()) return {};
-  return {{s.aElem, {p.tile[0], p.tile[2]}}, {s.bElem, {p.tile[2], p.tile[1]}}};
-}
-
 uint64_t sharedFootprint(const std::vector<SharedBuffer>& buffers) {
   uint64_t total = 0;
   for (const SharedBuffer& b : buffers) {
@@ -189,90 +185,6 @@ std::vector<SharedBuffer> sharedBuffersOf(const Func& k) {
     if (t.space() == MemSpace::Shared && t.isStatic()) out.push_back({t.elem(), t.staticShape()});
   }
   return out;
-}
-
-TilePlan planOf(const Op& d, const KernelShape& s) {
-  TilePlan p;
-  if (s.strategy == Strategy::Matmul) {
-    p.tile = {32, 32, 8};
-    p.workgroup = {8, 8, 1};
-  } else {
-    p.tile = {64};
-    p.workgroup = {64, 1, 1};
-  }
-  if (d.attrs().has("tile")) p.tile = d.attrs().getInts("tile");
-  if (d.attrs().has("workgroup")) p.workgroup = d.attrs().getInts("workgroup");
-  return p;
-}
-
-void recordPlan(Op& d, const TilePlan& p) {
-  d.attrs().set("tile", p.tile);
-  d.attrs().set("workgroup", p.workgroup);
-}
-
-std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, const TargetDesc& t,
-                                       bool checkSharedMemory) {
-  auto str = [](const std::vector<int64_t>& v) {
-    std::string r = "[";
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-    return r + "]";
-  };
-  if (p.workgroup.size() != 3) return "workgroup " + str(p.workgroup) + " needs 3 entries";
-  int64_t threads = 1;
-  for (int i = 0; i < 3; ++i) {
-    int64_t w = p.workgroup[static_cast<size_t>(i)];
-    if (w < 1 || w > t.maxWorkgroupSize[i])
-      return "workgroup " + str(p.workgroup) + " exceeds " + t.name + "'s maximum size " +
-             std::to_string(t.maxWorkgroupSize[i]) + " along axis " + std::to_string(i);
-    threads *= w;
-  }
-  if (threads > t.maxWorkgroupInvocations)
-    return "workgroup " + str(p.workgroup) + " has " + std::to_string(threads) + " threads; " +
-           t.name + " allows " + std::to_string(t.maxWorkgroupInvocations);
-  if (s.strategy == Strategy::Pointwise && p.cpuRows()) {
-    if (threads != 1 || p.tile[0] < 1 || p.tile[1] < 1)
-      return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "
-             "tile " +
-             str(p.tile) + " and workgroup " + str(p.workgroup);
-    return std::nullopt;
-  }
-  if (s.strategy == Strategy::Pointwise) {
-    if (p.tile.size() != 1 || p.tile[0] != threads || p.workgroup[1] != 1 || p.workgroup[2] != 1)
-      return "a pointwise kernel takes tile [threads] with workgroup [threads, 1, 1], got tile " +
-             str(p.tile) + " and workgroup " + str(p.workgroup);
-    return std::nullopt;
-  }
-  if (s.strategy != Strategy::Matmul) return std::nullopt;
-  if (p.cpuMatmul()) {
-    if (threads != 1)
-      return "a cpu matmul kernel (tile " + str(p.tile) + ") takes workgroup [1, 1, 1]";
-    if (p.tile[3] * p.tile[4] > 512)
-      return "tile " + str(p.tile) + " has " + std::to_string(p.tile[3] * p.tile[4]) +
-             " micro-kernel accumulators (at most 512)";
-    if (p.tile[0] % p.tile[3] != 0 || p.tile[1] % p.tile[4] != 0)
-      return "tile " + str(p.tile) + ": MC must be a multiple of MR and NC of NR";
-    if (p.tile[0] * p.tile[1] > 256 * 1024)
-      return "tile " + str(p.tile) + " has " + std::to_string(p.tile[0] * p.tile[1]) +
-             " accumulators per workgroup (at most 262144)";
-    return std::nullopt;
-  }
-  if (p.tile.size() != 3)
-    return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] with workgroup "
-           "[1, 1, 1]), got " +
-           str(p.tile);
-  if (p.workgroup[2] != 1) return "a matmul kernel's workgroup is [x, y, 1]";
-  if (p.tile[0] % p.workgroup[1] != 0 || p.tile[1] % p.workgroup[0] != 0)
-    return "tile " + str(p.tile) + " is not a multiple of workgroup " + str(p.workgroup) +
-           " (TM by y, TN by x)";
-  int64_t perThread = (p.tile[0] / p.workgroup[1]) * (p.tile[1] / p.workgroup[0]);
-  if (perThread > 256)
-    return "tile " + str(p.tile) + " gives each thread " + std::to_string(perThread) +
-           " accumulators (at most 256)";
-  uint64_t bytes = sharedFootprint(sharedBuffersFor(s, p));
-  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
-    return "tile " + str(p.tile) + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
-           t.name + " has " + std::to_string(t.sharedMemoryBytes);
-  return std::nullopt;
 }
 
 } // namespace kiln

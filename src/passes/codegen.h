@@ -1,10 +1,12 @@
 // What the codegen passes (fuse, collapse-dims, pad, tile, lower) share: the options they are
 // created with, which ops `lower` turns into kernel IR, the shape of a dispatch's work (its
-// strategy and iteration space), tile plans, and the one shared-memory footprint function used by
-// `tile` to choose tiles and by `lower`'s final resource check.
+// kind and iteration space), and the one shared-memory footprint function used by `tile` to
+// choose tiles and by `lower`'s final resource check. Tile plans and the lowering strategies
+// that own them: lower/plan.h, lower/strategy.h.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,11 +43,11 @@ Func* dispatchKernel(const Module& m, const Op& dispatch);
 // A kernel already lowered to kernel IR (its arguments are buffers).
 bool isLoweredKernel(const Func& k);
 
-// How a dispatch is lowered.
+// The kind of work a kernel does (lower/strategy.h picks the strategy that lowers it).
 enum class Strategy {
   Host,      // not lowered: some op is not supported
-  Pointwise, // one thread per element of the output shape (reductions loop per thread)
-  Matmul,    // workgroup tiles of a matmul's output, operand tiles staged in shared memory
+  Pointwise, // computed one output element at a time (reductions loop per element)
+  Matmul,    // a matmul anchor with a pointwise epilogue (tiled over the matmul's output)
 };
 
 // The work of a tensor-level kernel: its strategy, the anchor op (a matmul for Matmul), and
@@ -60,48 +62,16 @@ struct KernelShape {
 };
 KernelShape analyzeKernel(const Func& k);
 
-// A tile plan: Pointwise uses workgroup[0] threads, one element each; Matmul uses tile
-// [TM, TN, TK] with workgroup [x, y, 1] threads (each computes (TM/y) x (TN/x) outputs).
-// CPU plans (cpu targets, workgroup [1, 1, 1], one CPU thread per workgroup):
-//   Pointwise tile [R, C]: each workgroup loops over R rows x C contiguous elements of the
-//   innermost output dim; Matmul tile [MC, NC, KC, MR, NR]: each workgroup computes an
-//   MC x NC block of C, K in steps of KC, by an MR x NR register-blocked micro-kernel
-//   (private accumulators with static loop bounds).
-struct TilePlan {
-  std::vector<int64_t> tile;
-  std::vector<int64_t> workgroup{64, 1, 1};
-
-  bool cpuMatmul() const { return tile.size() == 5; } // [MC, NC, KC, MR, NR]
-  bool cpuRows() const { return tile.size() == 2; }   // pointwise [R, C]
-};
-
 // A buffer a kernel places in shared memory.
 struct SharedBuffer {
   ElemType elem;
   std::vector<int64_t> dims;
 };
-// The shared buffers a plan needs (what `lower` allocates for it).
-std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const TilePlan& p);
 // THE footprint function: bytes of shared memory per workgroup, in 64-bit arithmetic
 // (saturating at UINT64_MAX, so no overflow can make a huge kernel look small).
 uint64_t sharedFootprint(const std::vector<SharedBuffer>& buffers);
 // The shared buffers a lowered kernel allocates (the final check's input).
 std::vector<SharedBuffer> sharedBuffersOf(const Func& loweredKernel);
-
-// The plan recorded on a dispatch by `tile` (or the default when absent).
-TilePlan planOf(const Op& dispatch, const KernelShape& s);
-void recordPlan(Op& dispatch, const TilePlan& p);
-
-// Why a plan cannot be compiled for the target, or nullopt when it can.
-// `checkSharedMemory` = false leaves the shared-memory limit to the final resource check
-// (lower does, so a forced manual plan reaches it).
-std::optional<std::string> planProblem(const KernelShape& s, const TilePlan& p, const TargetDesc& t,
-                                       bool checkSharedMemory = true);
-
-// The plan `tile` chooses for a kernel without a manual config (collapse-dims uses it to
-// compare footprints before and after a merge).
-Result<TilePlan> chooseTilePlan(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms,
-                                const std::string& kernel);
 
 // The final resource check (run by `lower` on every kernel it emits): shared memory by
 // sharedFootprint and workgroup size against the target; an error names the kernel, the

@@ -21,6 +21,7 @@
 
 #include "ir/builder.h"
 #include "passes/codegen.h"
+#include "passes/lower/strategy.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -135,6 +136,8 @@ private:
   bool collapseOnce(Module& m, Func& f, Op*& d, Func& k, const TargetDesc& t) {
     KernelShape s = analyzeKernel(k);
     if (s.strategy == Strategy::Host || !simpleKernel(k, s)) return false;
+    const LowerStrategy* strategy = matchStrategy({*d, k, s}, t);
+    if (!strategy) return false;
     auto rs = roles(k, s);
     if (!rs) return false;
     auto R = static_cast<int64_t>(s.outShape.size());
@@ -154,7 +157,7 @@ private:
       if (!legal) continue;
       Shape newOut = *mergedShape(s.outShape, Role::Out, first, s.outShape);
       if (!expressible(s, newOut, t, m.symbols())) continue;
-      if (grows(s, newOut, t, m.symbols(), k.name())) continue;
+      if (grows(*strategy, s, newOut, t, m.symbols(), k.name())) continue;
       apply(f, d, k, shapes);
       return true;
     }
@@ -169,12 +172,12 @@ private:
     return bounds(batch, syms).hi <= t.maxWorkgroupCount[2];
   }
 
-  static bool grows(const KernelShape& s, const Shape& newOut, const TargetDesc& t,
-                    const SymbolTable& syms, const std::string& name) {
+  static bool grows(const LowerStrategy& strategy, const KernelShape& s, const Shape& newOut,
+                    const TargetDesc& t, const SymbolTable& syms, const std::string& name) {
     KernelShape after = s;
     after.outShape = newOut;
-    auto before = chooseTilePlan(s, t, syms, name);
-    auto later = chooseTilePlan(after, t, syms, name);
+    auto before = chooseTilePlan(strategy, s, t, syms, name);
+    auto later = chooseTilePlan(strategy, after, t, syms, name);
     if (!before.ok() || !later.ok()) return true;
     return sharedFootprint(sharedBuffersFor(after, *later)) >
            sharedFootprint(sharedBuffersFor(s, *before));

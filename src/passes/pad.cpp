@@ -15,6 +15,7 @@
 //   %0 = dispatch ... {tile = [64], ...}  => guarded = 1 %0 = dispatch ... {tile = [64]} => guarded
 //   = 0
 #include "passes/codegen.h"
+#include "passes/lower/strategy.h"
 #include "passes/passes.h"
 #include "passes/value_bounds.h"
 
@@ -22,35 +23,59 @@ namespace kiln {
 
 namespace {
 
-bool exact(const KernelShape& s, const TilePlan& p, const SymbolTable& syms, const TargetDesc& t) {
-  if (s.strategy == Strategy::Pointwise && p.cpuRows()) {
-    // cpu rows: rows in blocks of tile[0], the innermost dim in chunks of tile[1].
-    if (s.outShape.empty()) return p.tile[0] == 1 && p.tile[1] == 1;
-    SymExpr rows = SymExpr::constant(1);
-    for (size_t i = 0; i + 1 < s.outShape.size(); ++i) {
-      if (s.outShape[i].isUnknown()) return false;
-      rows = rows * s.outShape[i].expr();
-    }
-    return dimDivisibleBy(Dim(rows), p.tile[0], syms) &&
-           dimDivisibleBy(s.outShape.back(), p.tile[1], syms);
+bool exact(const KernelShape& s, const RowsPlan& p, const SymbolTable& syms, const TargetDesc&) {
+  // cpu rows: rows in blocks of p.rows, the innermost dim in chunks of p.cols.
+  if (s.outShape.empty()) return p.rows == 1 && p.cols == 1;
+  SymExpr rows = SymExpr::constant(1);
+  for (size_t i = 0; i + 1 < s.outShape.size(); ++i) {
+    if (s.outShape[i].isUnknown()) return false;
+    rows = rows * s.outShape[i].expr();
   }
-  if (s.strategy == Strategy::Pointwise) {
-    SymExpr total = SymExpr::constant(1);
-    for (const Dim& d : s.outShape) {
-      if (d.isUnknown()) return false;
-      total = total * d.expr();
-    }
-    Dim td(total);
-    Range r = dimBounds(td, syms);
-    // The grid must also cover the extent in one row of at most maxWorkgroupCount groups.
-    return dimDivisibleBy(td, p.tile[0], syms) && r.known() &&
-           r.hi / p.tile[0] <= std::min<int64_t>(t.maxWorkgroupCount[0], 65535);
+  return dimDivisibleBy(Dim(rows), p.rows, syms) && dimDivisibleBy(s.outShape.back(), p.cols, syms);
+}
+
+bool exact(const KernelShape& s, const PointwisePlan& p, const SymbolTable& syms,
+           const TargetDesc& t) {
+  SymExpr total = SymExpr::constant(1);
+  for (const Dim& d : s.outShape) {
+    if (d.isUnknown()) return false;
+    total = total * d.expr();
   }
+  Dim td(total);
+  Range r = dimBounds(td, syms);
+  // The grid must also cover the extent in one row of at most maxWorkgroupCount groups.
+  return dimDivisibleBy(td, p.threads, syms) && r.known() &&
+         r.hi / p.threads <= std::min<int64_t>(t.maxWorkgroupCount[0], 65535);
+}
+
+// A matmul's M, N and K against its tiles (the workgroup's, or the cpu block's).
+bool matmulExact(const KernelShape& s, int64_t tm, int64_t tn, int64_t tk,
+                 const SymbolTable& syms) {
   size_t r = s.outShape.size();
   const Type& a = s.anchor->operand(0)->type();
-  return dimDivisibleBy(s.outShape[r - 2], p.tile[0], syms) &&
-         dimDivisibleBy(s.outShape[r - 1], p.tile[1], syms) &&
-         dimDivisibleBy(a.dim(a.rank() - 1), p.tile[2], syms);
+  return dimDivisibleBy(s.outShape[r - 2], tm, syms) &&
+         dimDivisibleBy(s.outShape[r - 1], tn, syms) &&
+         dimDivisibleBy(a.dim(a.rank() - 1), tk, syms);
+}
+
+bool exact(const KernelShape& s, const GpuMatmulPlan& p, const SymbolTable& syms,
+           const TargetDesc&) {
+  return matmulExact(s, p.tm, p.tn, p.tk, syms);
+}
+
+bool exact(const KernelShape& s, const CpuMatmulPlan& p, const SymbolTable& syms,
+           const TargetDesc&) {
+  return matmulExact(s, p.mc, p.nc, p.kc, syms);
+}
+
+bool exact(const KernelShape&, const ScatterPlan&, const SymbolTable&, const TargetDesc&) {
+  return false; // never recorded by tile
+}
+
+bool exact(const KernelShape& s, const PlanAttrs& a, const SymbolTable& syms, const TargetDesc& t) {
+  Plan p;
+  if (planFromAttrs(s, a, t, &p)) return false;
+  return std::visit([&](const auto& q) { return exact(s, q, syms, t); }, p);
 }
 
 class PadPass : public Pass {
@@ -66,7 +91,7 @@ public:
         if (!k || isLoweredKernel(*k)) continue;
         KernelShape s = analyzeKernel(*k);
         if (s.strategy == Strategy::Host) continue;
-        TilePlan p = planOf(*op, s);
+        PlanAttrs p = planAttrsOf(*op, s);
         if (planProblem(s, p, opts_.target)) continue; // lower reports it
         op->attrs().set("guarded", int64_t(exact(s, p, m.symbols(), opts_.target) ? 0 : 1));
       }

@@ -1,0 +1,444 @@
+// The kernel builder (kernel_builder.h): construction of the kernel's frame, the
+// op-construction helpers, and the per-element walker with its view, elementwise,
+// concat, pad and naive-matmul lowerings.
+#include "passes/lower/kernel_builder.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+ElemType accElem(ElemType e) { return isFloat(e) ? ElemType::F64 : ElemType::I64; }
+
+ElemType matmulAccElem(ElemType e, const TargetDesc& t) {
+  if (!t.wideAccumulation && isFloat(e) && e != ElemType::F64) return ElemType::F32;
+  return accElem(e);
+}
+
+KernelBuilder::KernelBuilder(const Func& src, const KernelShape& shape,
+                             const std::vector<int64_t>& workgroup, bool guarded,
+                             const TargetDesc& target)
+    : src_(src), shape_(shape), guarded_(guarded), target_(target) {
+  k_ = std::make_unique<Func>(src_.name(), src_.loc());
+  const Op* ret = src_.terminator();
+  for (size_t i = 0; i < src_.numArgs(); ++i) {
+    const Type& t = src_.arg(i)->type();
+    buf_[src_.arg(i)] = k_->addArg(Type::buffer(t.elem(), t.shape()));
+  }
+  for (const Value* v : ret->operands())
+    outs_.push_back(k_->addArg(Type::buffer(v->type().elem(), v->type().shape())));
+  body_ = std::make_unique<Builder>(k_.get());
+  body_->setLoc(src_.loc());
+  Value* one = nullptr;
+  {
+    Builder tmp(k_.get());
+    tmp.setLoc(src_.loc());
+    Attrs a;
+    a.set("value", int64_t(1));
+    one = tmp.createUnchecked(OpKind::IConst, {}, a, {Type::index()})->result();
+    Attrs c;
+    c.set("workgroup", workgroup);
+    config_ = tmp.createUnchecked(OpKind::KernelConfig, {one, one, one}, c, {});
+  }
+  pro_ = std::make_unique<Builder>(k_.get(), config_);
+  pro_->setLoc(src_.loc());
+  consts_[1] = one;
+}
+
+std::unique_ptr<Func> KernelBuilder::finish() {
+  body_->createUnchecked(OpKind::Return, {}, {}, {});
+  return std::move(k_);
+}
+
+void KernelBuilder::setGrid(size_t axis, Value* count) { config_->setOperand(axis, count); }
+
+Value* KernelBuilder::mk(Builder& b, OpKind k, std::vector<Value*> ops, Type t, Attrs a) {
+  return b.createUnchecked(k, ops, std::move(a), {std::move(t)})->result();
+}
+Value* KernelBuilder::idx(OpKind k, Value* a, Value* b, Builder* where) {
+  return mk(where ? *where : *body_, k, {a, b}, Type::index());
+}
+Value* KernelBuilder::cst(int64_t v) {
+  auto it = consts_.find(v);
+  if (it != consts_.end()) return it->second;
+  Attrs a;
+  a.set("value", v);
+  consts_[v] = mk(*pro_, OpKind::IConst, {}, Type::index(), a);
+  invariant_.insert(consts_[v]);
+  return consts_[v];
+}
+Value* KernelBuilder::scst(ElemType e, double v) {
+  Attrs a;
+  a.set("value", v);
+  return mk(*body_, OpKind::SConst, {}, Type::scalar(e), a);
+}
+Value* KernelBuilder::cmp(const char* pred, Value* a, Value* b) {
+  Attrs at;
+  at.set("pred", std::string(pred));
+  return mk(*body_, OpKind::ICmp, {a, b}, Type::scalar(ElemType::I1), at);
+}
+Value* KernelBuilder::compute(const std::string& fn, std::vector<Value*> ops, ElemType result,
+                              const Attrs* extra) {
+  Attrs a;
+  if (extra)
+    for (const auto& [n, v] : extra->entries()) a.set(n, v);
+  a.set("fn", fn);
+  return mk(*body_, OpKind::Compute, std::move(ops), Type::scalar(result), a);
+}
+Value* KernelBuilder::castTo(Value* v, ElemType e) {
+  if (v->type().elem() == e) return v;
+  Attrs a;
+  a.set("to", e);
+  return compute("cast", {v}, e, &a);
+}
+Value* KernelBuilder::andMask(Value* a, Value* b) {
+  if (!a) return b;
+  if (!b) return a;
+  return compute("and", {a, b}, ElemType::I1);
+}
+
+// A dim's value, computed once in the prologue.
+Value* KernelBuilder::dim(const Dim& d) {
+  if (d.isStatic()) return cst(d.value());
+  auto it = dims_.find(d.expr());
+  if (it != dims_.end()) return it->second;
+  SymLowering l;
+  l.constant = [&](int64_t c) -> void* { return cst(c); };
+  l.symbol = [&](const std::string& name) -> void* {
+    auto s = syms_.find(name);
+    if (s != syms_.end()) return s->second;
+    Attrs a;
+    a.set("name", name);
+    return syms_[name] = mk(*pro_, OpKind::SymbolValue, {}, Type::index(), a);
+  };
+  l.binary = [&](std::string_view op, void* x, void* y) -> void* {
+    static const std::map<std::string_view, OpKind> kinds = {
+        {"add", OpKind::IAdd},         {"mul", OpKind::IMul}, {"floordiv", OpKind::IFloorDiv},
+        {"ceildiv", OpKind::ICeilDiv}, {"mod", OpKind::IMod}, {"min", OpKind::IMin},
+        {"max", OpKind::IMax}};
+    return idx(kinds.at(op), static_cast<Value*>(x), static_cast<Value*>(y), pro_.get());
+  };
+  dims_[d.expr()] = static_cast<Value*>(lowerSymExpr(d.expr(), l));
+  invariant_.insert(dims_[d.expr()]);
+  return dims_[d.expr()];
+}
+Value* KernelBuilder::product(const Shape& s, size_t from, size_t to) {
+  Value* p = cst(1);
+  for (size_t i = from; i < to; ++i)
+    p = s[i].isStatic() && s[i].value() == 1 ? p : idx(OpKind::IMul, p, dim(s[i]), pro_.get());
+  return p;
+}
+
+// ---- loops -------------------------------------------------------------------------------
+
+Value* KernelBuilder::beginFor(Value* lo, Value* hi, Value* step) {
+  return mk(*body_, OpKind::For, {lo, hi, step}, Type::index());
+}
+void KernelBuilder::endFor() { body_->createUnchecked(OpKind::EndFor, {}, {}, {}); }
+
+// C-order multi-index of flat `e` in `s`.
+std::vector<Value*> KernelBuilder::delinearize(Value* e, const Shape& s) {
+  std::vector<Value*> out(s.size());
+  for (size_t i = s.size(); i-- > 0;) {
+    if (i == 0) {
+      out[i] = e;
+      break;
+    }
+    Value* d = dim(s[i]);
+    out[i] = idx(OpKind::IMod, e, d);
+    e = idx(OpKind::IFloorDiv, e, d);
+  }
+  return out;
+}
+Value* KernelBuilder::linearize(const std::vector<Value*>& ix, const Shape& s) {
+  Value* e = cst(0);
+  for (size_t i = 0; i < s.size(); ++i)
+    e = idx(OpKind::IAdd, idx(OpKind::IMul, e, dim(s[i])), ix[i]);
+  return e;
+}
+
+// Index into an operand of shape `in` broadcast (numpy) to an index of rank out.size().
+std::vector<Value*> KernelBuilder::bcast(const std::vector<Value*>& out, const Shape& in) {
+  std::vector<Value*> r;
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    r.push_back(in[i].isStatic() && in[i].value() == 1 ? cst(0) : out[off + i]);
+  return r;
+}
+
+// ---- values at an index ------------------------------------------------------------------
+
+Result<Value*> KernelBuilder::load(const Value* arg, const std::vector<Value*>& ix) {
+  std::vector<Value*> ops{buf_.at(arg)};
+  ElemType e = arg->type().elem();
+  if (mask_) {
+    ops.push_back(mask_);
+    ops.insert(ops.end(), ix.begin(), ix.end());
+    Attrs a;
+    a.set("other", 0.0);
+    return mk(*body_, OpKind::MaskedLoad, ops, Type::scalar(e), a);
+  }
+  ops.insert(ops.end(), ix.begin(), ix.end());
+  return mk(*body_, OpKind::Load, ops, Type::scalar(e));
+}
+
+Value* KernelBuilder::normIndex(Value* i, const Dim& d) {
+  Value* neg = cmp("lt", i, cst(0));
+  return mk(*body_, OpKind::SSelect, {neg, idx(OpKind::IAdd, i, dim(d)), i}, Type::index());
+}
+
+// A private one-element accumulator initialised to `init`.
+Value* KernelBuilder::accumulator(ElemType e, double init) {
+  Value* acc = mk(*body_, OpKind::Alloc, {}, Type::buffer(e, {Dim(1)}, MemSpace::Private));
+  body_->createUnchecked(OpKind::Store, {scst(e, init), acc, cst(0)}, {}, {});
+  return acc;
+}
+Value* KernelBuilder::accLoad(Value* acc) {
+  return mk(*body_, OpKind::Load, {acc, cst(0)}, Type::scalar(acc->type().elem()));
+}
+void KernelBuilder::accStore(Value* acc, Value* v) {
+  body_->createUnchecked(OpKind::Store, {v, acc, cst(0)}, {}, {});
+}
+Status KernelBuilder::storeOutputs(const std::vector<Value*>& ix) {
+  const Op& ret = *src_.terminator();
+  for (size_t o = 0; o < ret.numOperands(); ++o) {
+    KILN_TRY(Value * v, emitAt(ret.operand(o), ix));
+    std::vector<Value*> ops;
+    if (mask_) ops.push_back(mask_);
+    ops.push_back(v);
+    ops.push_back(outs_[o]);
+    ops.insert(ops.end(), ix.begin(), ix.end());
+    body_->createUnchecked(mask_ ? OpKind::MaskedStore : OpKind::Store, ops, {}, {});
+  }
+  return ok();
+}
+
+const SymbolTable& KernelBuilder::symbols() const {
+  static const SymbolTable none;
+  return src_.parent() ? src_.parent()->symbols() : none;
+}
+
+Attrs KernelBuilder::axisAttr(int64_t a) {
+  Attrs at;
+  at.set("axis", a);
+  return at;
+}
+
+Value* KernelBuilder::st(Value* v, Value* buf, std::vector<Value*> ix) {
+  std::vector<Value*> ops{v, buf};
+  ops.insert(ops.end(), ix.begin(), ix.end());
+  body_->createUnchecked(OpKind::Store, ops, {}, {});
+  return v;
+}
+Value* KernelBuilder::ld(Value* buf, std::vector<Value*> ix) {
+  std::vector<Value*> ops{buf};
+  ops.insert(ops.end(), ix.begin(), ix.end());
+  return mk(*body_, OpKind::Load, ops, Type::scalar(buf->type().elem()));
+}
+// Index lists of a matmul's operands for output index `ix` and contraction index `k`.
+std::pair<std::vector<Value*>, std::vector<Value*>>
+KernelBuilder::matmulIndices(const Op& op, const std::vector<Value*>& ix, Value* k) {
+  const Shape& as = op.operand(0)->type().shape();
+  const Shape& bs = op.operand(1)->type().shape();
+  size_t ro = ix.size();
+  std::vector<Value*> ai, bi;
+  if (as.size() == 1) {
+    ai = {k};
+  } else {
+    size_t nb = as.size() - 2;
+    std::vector<Value*> batch(ix.begin(),
+                              ix.begin() + static_cast<long>(ro - (bs.size() == 1 ? 1 : 2)));
+    Shape ab(as.begin(), as.begin() + static_cast<long>(nb));
+    ai = bcast(batch, ab);
+    ai.push_back(ix[ro - (bs.size() == 1 ? 1 : 2)]);
+    ai.push_back(k);
+  }
+  if (bs.size() == 1) {
+    bi = {k};
+  } else {
+    size_t nb = bs.size() - 2;
+    std::vector<Value*> batch(ix.begin(),
+                              ix.begin() + static_cast<long>(ro - (as.size() == 1 ? 1 : 2)));
+    Shape bb(bs.begin(), bs.begin() + static_cast<long>(nb));
+    bi = bcast(batch, bb);
+    bi.push_back(k);
+    bi.push_back(ix[ro - 1]);
+  }
+  return {ai, bi};
+}
+
+Result<Value*> KernelBuilder::matmulNaive(const Op& op, const std::vector<Value*>& ix) {
+  ElemType ae = matmulAccElem(op.result(0)->type().elem(), target_);
+  Value* acc = accumulator(ae, 0);
+  const Type& at = op.operand(0)->type();
+  Value* k = beginFor(cst(0), dim(at.dim(at.rank() - 1)), cst(1));
+  auto [ai, bi] = matmulIndices(op, ix, k);
+  KILN_TRY(Value * a, emitAt(op.operand(0), ai));
+  KILN_TRY(Value * b, emitAt(op.operand(1), bi));
+  Value* p = compute("mul", {castTo(a, ae), castTo(b, ae)}, ae);
+  accStore(acc, compute("add", {accLoad(acc), p}, ae));
+  endFor();
+  return castTo(accLoad(acc), op.result(0)->type().elem());
+}
+
+// Each operand's value read under "index in its range" (masked), then selected.
+Result<Value*> KernelBuilder::concat(const Op& op, const std::vector<Value*>& ix) {
+  int64_t r = op.result(0)->type().rank();
+  int64_t axis = op.attrs().getInt("axis");
+  auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  ElemType e = op.result(0)->type().elem();
+  Value* outer = mask_;
+  Value* offset = cst(0);
+  std::vector<std::pair<Value*, Value*>> parts; // (in range, value)
+  for (const Value* x : op.operands()) {
+    Value* end = idx(OpKind::IAdd, offset, dim(x->type().dim(static_cast<int64_t>(a))));
+    Value* in = andMask(cmp("ge", ix[a], offset), cmp("lt", ix[a], end));
+    std::vector<Value*> xi = ix;
+    xi[a] = idx(OpKind::ISub, ix[a], offset);
+    mask_ = andMask(outer, in);
+    KILN_TRY(Value * v, emitAt(x, xi));
+    parts.emplace_back(in, v);
+    offset = end;
+  }
+  mask_ = outer;
+  Value* res = parts.back().second;
+  for (size_t k = parts.size() - 1; k-- > 0;)
+    res = mk(*body_, OpKind::SSelect, {parts[k].first, parts[k].second, res}, Type::scalar(e));
+  return res;
+}
+
+Result<Value*> KernelBuilder::pad(const Op& op, const std::vector<Value*>& ix) {
+  const Value* x = op.operand(0);
+  std::vector<int64_t> pads = op.attrs().getInts("pads");
+  std::string mode = op.attrs().getStr("mode", "constant");
+  ElemType e = x->type().elem();
+  size_t r = ix.size();
+  std::vector<Value*> xi(r);
+  Value* inside = nullptr;
+  for (size_t d = 0; d < r; ++d) {
+    Value* p = idx(OpKind::ISub, ix[d], cst(pads[d]));
+    const Dim& nd = x->type().dim(static_cast<int64_t>(d));
+    Value* n = dim(nd);
+    if (mode == "constant") {
+      if (pads[d] != 0 || pads[d + r] != 0)
+        inside = andMask(inside, andMask(cmp("ge", p, cst(0)), cmp("lt", p, n)));
+    } else if (mode == "edge" || (nd.isStatic() && nd.value() == 1)) {
+      p = idx(OpKind::IMax, idx(OpKind::IMin, p, idx(OpKind::ISub, n, cst(1))), cst(0));
+    } else if (nd.isStatic()) {
+      int64_t period = 2 * (nd.value() - 1);
+      p = idx(OpKind::IMod, p, cst(period));
+      Value* high = cmp("ge", p, n);
+      p = mk(*body_, OpKind::SSelect, {high, idx(OpKind::ISub, cst(period), p), p}, Type::index());
+    }
+    xi[d] = p;
+  }
+  if (!inside) return emitAt(x, xi);
+  Value* outer = mask_;
+  mask_ = andMask(outer, inside);
+  KILN_TRY(Value * v, emitAt(x, xi));
+  mask_ = outer;
+  return mk(*body_, OpKind::SSelect, {inside, v, scst(e, op.attrs().getFloat("value", 0))},
+            Type::scalar(e));
+}
+Result<Value*> KernelBuilder::emitAt(const Value* v, const std::vector<Value*>& ix) {
+  auto sub = subst_.find(v);
+  if (sub != subst_.end()) return sub->second;
+  if (v->isArg()) return load(v, ix);
+  const Op& op = *v->def();
+  ElemType re = v->type().elem();
+  if (op.has(kElementwise)) {
+    std::vector<Value*> args;
+    for (const Value* o : op.operands()) {
+      KILN_TRY(Value * a, emitAt(o, bcast(ix, o->type().shape())));
+      args.push_back(a);
+    }
+    Attrs extra = op.attrs();
+    return compute(std::string(op.name()), args, re, &extra);
+  }
+  const Value* x = op.numOperands() ? op.operand(0) : nullptr;
+  switch (op.kind()) {
+  case OpKind::Broadcast: return emitAt(x, bcast(ix, x->type().shape()));
+  case OpKind::Reshape:
+    return emitAt(x, delinearize(linearize(ix, v->type().shape()), x->type().shape()));
+  case OpKind::Transpose: {
+    std::vector<int64_t> perm = op.attrs().getInts("perm");
+    std::vector<Value*> xi(ix.size());
+    for (size_t i = 0; i < perm.size(); ++i) xi[static_cast<size_t>(perm[i])] = ix[i];
+    return emitAt(x, xi);
+  }
+  case OpKind::Slice: {
+    std::vector<Value*> xi = ix;
+    std::vector<int64_t> starts = op.attrs().getInts("starts"), axes = op.attrs().getInts("axes"),
+                         steps = op.attrs().getInts("steps");
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + x->type().rank() : axes[i];
+      int64_t st = i < steps.size() ? steps[i] : 1;
+      int64_t s0 = starts[i];
+      Value* d = dim(x->type().dim(a));
+      Value* start;
+      if (st > 0)
+        start = s0 < 0 ? idx(OpKind::IMax, idx(OpKind::IAdd, d, cst(s0)), cst(0))
+                       : idx(OpKind::IMin, cst(s0), d);
+      else
+        start = s0 < 0 ? idx(OpKind::IMax, idx(OpKind::IAdd, d, cst(s0)), cst(-1))
+                       : idx(OpKind::IMin, cst(s0), idx(OpKind::ISub, d, cst(1)));
+      auto ua = static_cast<size_t>(a);
+      xi[ua] = idx(OpKind::IAdd, start, idx(OpKind::IMul, ix[ua], cst(st)));
+    }
+    return emitAt(x, xi);
+  }
+  case OpKind::Gather: {
+    const Value* ind = op.operand(1);
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + x->type().rank() : axis;
+    auto ua = static_cast<size_t>(axis);
+    auto ri = static_cast<size_t>(ind->type().rank());
+    std::vector<Value*> ii(ix.begin() + static_cast<long>(ua),
+                           ix.begin() + static_cast<long>(ua + ri));
+    KILN_TRY(Value * iv, emitAt(ind, ii));
+    Value* j = normIndex(mk(*body_, OpKind::ICast, {castTo(iv, ElemType::I64)}, Type::index()),
+                         x->type().dim(axis));
+    std::vector<Value*> xi(ix.begin(), ix.begin() + static_cast<long>(ua));
+    xi.push_back(j);
+    xi.insert(xi.end(), ix.begin() + static_cast<long>(ua + ri), ix.end());
+    return emitAt(x, xi);
+  }
+  case OpKind::GatherElements: {
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + x->type().rank() : axis;
+    KILN_TRY(Value * iv, emitAt(op.operand(1), ix));
+    Value* j = normIndex(mk(*body_, OpKind::ICast, {castTo(iv, ElemType::I64)}, Type::index()),
+                         x->type().dim(axis));
+    std::vector<Value*> xi = ix;
+    xi[static_cast<size_t>(axis)] = j;
+    return emitAt(x, xi);
+  }
+  case OpKind::Triu:
+  case OpKind::Tril: {
+    KILN_TRY(Value * xv, emitAt(x, ix));
+    size_t r = ix.size();
+    Value* diag = idx(OpKind::IAdd, ix[r - 2], cst(op.attrs().getInt("k")));
+    Value* keep =
+        op.kind() == OpKind::Triu ? cmp("ge", ix[r - 1], diag) : cmp("le", ix[r - 1], diag);
+    return mk(*body_, OpKind::SSelect, {keep, xv, scst(re, 0)}, Type::scalar(re));
+  }
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd: return reduce(op, ix);
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax: return softmax(op, ix);
+  case OpKind::Matmul: return matmulNaive(op, ix);
+  case OpKind::Concat: return concat(op, ix);
+  case OpKind::Pad: return pad(op, ix);
+  case OpKind::Cumsum: return cumsum(op, ix);
+  case OpKind::ArgMax:
+  case OpKind::ArgMin: return argExtreme(op, ix);
+  case OpKind::Conv:
+  case OpKind::MaxPool:
+  case OpKind::AvgPool: return window(op, ix);
+  default: break;
+  }
+  return error(op.loc(), "lower: internal: no lowering for '" + std::string(op.name()) + "'");
+}
+} // namespace kiln

@@ -1,0 +1,152 @@
+// The kernel builder every lowering strategy emits through: a kernel-IR function under
+// construction (buffer arguments, a uniform prologue, kernel_config, one thread's body),
+// the op-construction helpers (index arithmetic, constants, loops, loads, private
+// accumulators) and `emitAt`, which computes one element of a tensor-level value by
+// walking the tensor-level body backwards from it: views become index arithmetic on the
+// loads (never copies), elementwise ops become `compute`, reductions, softmax, cumsum,
+// argmax, windows and naive matmuls become loops with a private f64 / i64 accumulator,
+// exactly like the reference interpreter's wide accumulation.
+//
+// The walker's op lowerings live beside it by kind: kernel_builder.cpp (views,
+// elementwise, concat, pad, naive matmul), reduction.cpp (reductions, softmax, cumsum,
+// argmax, and the cpu rows plan's hoisting of row reductions), window.cpp (conv, pooling).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "target/target.h"
+#include "ir/builder.h"
+#include "passes/codegen.h"
+
+namespace kiln {
+
+// The reference's wide accumulator type: f64 for floats, i64 for integers.
+ElemType accElem(ElemType e);
+// A matmul's accumulator: wide (f64 / i64) like the reference, or f32 for f32/f16/bf16
+// results on targets without wideAccumulation (cpu).
+ElemType matmulAccElem(ElemType e, const TargetDesc& t);
+
+class KernelBuilder {
+public:
+  // Starts the kernel of `src`: buffer arguments (inputs, then outputs) and a
+  // kernel_config with `workgroup` and a grid of [1, 1, 1] until setGrid changes it.
+  KernelBuilder(const Func& src, const KernelShape& shape, const std::vector<int64_t>& workgroup,
+                bool guarded, const TargetDesc& target);
+  // Closes the body and hands the kernel over.
+  std::unique_ptr<Func> finish();
+
+  const Func& source() const { return src_; }
+  const KernelShape& shape() const { return shape_; }
+  const TargetDesc& target() const { return target_; }
+  // True when pad could not prove the padded iteration space exact.
+  bool guarded() const { return guarded_; }
+  const SymbolTable& symbols() const;
+  Builder& body() { return *body_; }
+  Builder* prologue() { return pro_.get(); }
+  // The output buffer of the kernel's `o`-th result.
+  Value* output(size_t o) const { return outs_[o]; }
+  // Workgroup counts along `axis` (a prologue value).
+  void setGrid(size_t axis, Value* count);
+
+  // ---- op construction ------------------------------------------------------------------
+  Value* mk(Builder& b, OpKind k, std::vector<Value*> ops, Type t, Attrs a = {});
+  Value* idx(OpKind k, Value* a, Value* b, Builder* where = nullptr);
+  // An index constant, created once in the prologue.
+  Value* cst(int64_t v);
+  Value* scst(ElemType e, double v);
+  Value* cmp(const char* pred, Value* a, Value* b);
+  Value* compute(const std::string& fn, std::vector<Value*> ops, ElemType result,
+                 const Attrs* extra = nullptr);
+  Value* castTo(Value* v, ElemType e);
+  Value* andMask(Value* a, Value* b);
+  Value* icastFromIndex(Value* i, ElemType e);
+  Attrs axisAttr(int64_t a);
+  // A dim's value, computed once in the prologue.
+  Value* dim(const Dim& d);
+  // The product of dims [from, to) of `s`, in the prologue.
+  Value* product(const Shape& s, size_t from, size_t to);
+  // Store `v` to / load from `buf` at `ix` (no mask).
+  Value* st(Value* v, Value* buf, std::vector<Value*> ix);
+  Value* ld(Value* buf, std::vector<Value*> ix);
+
+  // ---- loops and indices ----------------------------------------------------------------
+  Value* beginFor(Value* lo, Value* hi, Value* step);
+  void endFor();
+  // C-order multi-index of flat `e` in `s`.
+  std::vector<Value*> delinearize(Value* e, const Shape& s);
+  Value* linearize(const std::vector<Value*>& ix, const Shape& s);
+  // Index into an operand of shape `in` broadcast (numpy) to an index of rank out.size().
+  std::vector<Value*> bcast(const std::vector<Value*>& out, const Shape& in);
+  // A negative index counts from the end of `d`.
+  Value* normIndex(Value* i, const Dim& d);
+
+  // ---- values at an index ---------------------------------------------------------------
+  // An argument's element (masked by the current mask, if any).
+  Result<Value*> load(const Value* arg, const std::vector<Value*>& ix);
+  // A private one-element accumulator initialised to `init`.
+  Value* accumulator(ElemType e, double init);
+  Value* accLoad(Value* acc);
+  void accStore(Value* acc, Value* v);
+  // The element of `v` at `ix`.
+  Result<Value*> emitAt(const Value* v, const std::vector<Value*>& ix);
+  // Stores every kernel result's element at `ix` (masked by the current mask).
+  Status storeOutputs(const std::vector<Value*>& ix);
+  // Index lists of a matmul's operands for output index `ix` and contraction index `k`.
+  std::pair<std::vector<Value*>, std::vector<Value*>>
+  matmulIndices(const Op& op, const std::vector<Value*>& ix, Value* k);
+
+  // ---- state the strategies set ---------------------------------------------------------
+  // Loads and stores are masked by `m` (null: unmasked).
+  Value* mask() const { return mask_; }
+  void setMask(Value* m) { mask_ = m; }
+  // emitAt returns `v` for `value` (a matmul anchor's accumulator).
+  void substitute(const Value* value, Value* v) { subst_[value] = v; }
+  // cpu rows: `v` is the same for every column of a row.
+  void markInvariant(const Value* v) { invariant_.insert(v); }
+  // cpu rows: the column loop (row-invariant code is hoisted before it), or null.
+  void setColumnLoop(Op* loop) { colLoop_ = loop; }
+
+private:
+  // Reductions: the reduced axes of `op`, sorted and unique.
+  std::vector<int64_t> reducedAxes(const Op& op);
+  bool rowInvariant(const std::vector<Value*>& ix) const;
+  Result<Value*> hoisted(const void* what, const std::vector<Value*>& ix,
+                         const std::function<Result<Value*>()>& f);
+  Result<Value*> reduce(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> reduceAt(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> softmax(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> cumsum(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> argExtreme(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> window(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> matmulNaive(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> concat(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> pad(const Op& op, const std::vector<Value*>& ix);
+
+  const Func& src_;
+  KernelShape shape_;
+  bool guarded_;
+  const TargetDesc& target_;
+  std::unique_ptr<Func> k_;
+  std::unique_ptr<Builder> pro_, body_;
+  Op* config_ = nullptr;
+  std::map<const Value*, Value*> buf_;
+  std::vector<Value*> outs_;
+  std::map<int64_t, Value*> consts_;
+  std::map<std::string, Value*> syms_;
+  std::map<SymExpr, Value*> dims_;
+  std::map<const Value*, Value*> subst_;
+  Value* mask_ = nullptr;
+  // cpu rows: the column loop's `for` (hoisted code goes before it), the values that are
+  // the same for every column of a row, and the hoisted values by (op, indices).
+  Op* colLoop_ = nullptr;
+  std::set<const Value*> invariant_;
+  std::map<std::pair<const void*, std::vector<Value*>>, Value*> hoistMemo_;
+};
+
+} // namespace kiln

@@ -1,0 +1,301 @@
+// Strategy `matmul-cpu`: a matmul anchor with a pointwise epilogue on a cpu target (one
+// thread per workgroup), with f32 accumulation (TargetDesc::wideAccumulation) and exact
+// loop bounds, never masks.
+//
+// Matches:  a matmul kernel (codegen.h: Strategy::Matmul) on a cpu target.
+// Plan:     CpuMatmulPlan{mc, nc, kc, mr, nr}: tile [MC, NC, KC, MR, NR], workgroup
+//           [1, 1, 1]; the search space is one plan: the MR x NR register block from the
+//           vector registers, MC x NC x KC from the caches (the KC x NR slice of B stays in
+//           L1 across the MR-row micro-tiles, the MC x KC block of A in L2), never beyond
+//           the extents.
+// Emits:    per MC x NC block, K in steps of KC: B's panel packed (when reused or
+//           transposed), MR-row micro-tiles over NR-column strips, and a streamed path for
+//           blocks of at most MR rows; then the epilogue on the block's valid part.
+//
+//   %0 = matmul %a, %b : tensor<{m}x512xf32>   =>   for k0 in K by KC: pack B's panel
+//                                                     for strips, micro-tiles: reg += a * b
+//                                                    epilogue: the block's valid outputs
+#include <algorithm>
+
+#include "passes/lower/kernel_builder.h"
+#include "passes/lower/strategy.h"
+
+namespace kiln {
+
+namespace {
+
+// The cpu register block: NR two vectors of accumulators wide (f32; f64 and i64 for f64
+// and integer matmuls), MR rows so that MR x NR / lanes accumulators plus the B row and a
+// broadcast A fit the SIMD registers.
+std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
+  bool wide = result == ElemType::F64 || !isFloat(result);
+  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / (wide ? 64 : 32));
+  int64_t nr = 2 * lanes;
+  int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
+  return {mr, nr};
+}
+
+// True when B's K dim is the innermost dim of the value B is read from, through
+// transposes and one-operand elementwise ops (a cast): a `[N, K]` weight under
+// `transpose`, or attention's keys under `transpose {perm = [1, 2, 0]}`. B is then
+// contiguous along k, not n.
+bool transposedB(const Value* b) {
+  int64_t r = b->type().rank();
+  int64_t kd = r - 2;
+  while (const Op* d = b->def()) {
+    if (d->has(kElementwise) && d->numOperands() == 1) {
+      b = d->operand(0);
+    } else if (d->kind() == OpKind::Transpose) {
+      std::vector<int64_t> perm = d->attrs().getInts("perm");
+      if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
+      kd = perm[static_cast<size_t>(kd)];
+      b = d->operand(0);
+    } else {
+      break;
+    }
+  }
+  return kd == b->type().rank() - 1;
+}
+
+} // namespace
+
+bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
+  return k.shape.strategy == Strategy::Matmul && t.cpu;
+}
+
+std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms) {
+  size_t r = s.outShape.size();
+  auto ub = [&](const Dim& d) { return std::min<int64_t>(upperBound(d, syms), 1 << 30); };
+  auto [mr, nr] = cpuMicro(t, s.anchor->result(0)->type().elem());
+  auto roundUp = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(s.bElem));
+  int64_t aBytes = std::max<int64_t>(4, elemTypeBytes(s.aElem));
+  int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(t.l1Bytes / 2) / (nr * bBytes));
+  const Type& a = s.anchor->operand(0)->type();
+  kc = std::min(kc, ub(a.dim(a.rank() - 1)));
+  int64_t mc = std::max<int64_t>(mr, static_cast<int64_t>(t.l2Bytes / 2) / (kc * aBytes));
+  mc = std::min<int64_t>(mc / mr * mr, 12 * mr);
+  mc = std::min(mc, roundUp(ub(s.outShape[r - 2]), mr));
+  int64_t nc = std::min<int64_t>(8 * nr, roundUp(ub(s.outShape[r - 1]), nr));
+  return {CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr}};
+}
+
+std::optional<std::string> strategyProblem(const KernelShape&, const CpuMatmulPlan& p,
+                                           const TargetDesc&, bool) {
+  std::string tile = listStr({p.mc, p.nc, p.kc, p.mr, p.nr});
+  if (p.mc < 1 || p.nc < 1 || p.kc < 1 || p.mr < 1 || p.nr < 1)
+    return "tile " + tile + " has an entry below 1";
+  if (p.mr * p.nr > 512)
+    return "tile " + tile + " has " + std::to_string(p.mr * p.nr) +
+           " micro-kernel accumulators (at most 512)";
+  if (p.mc % p.mr != 0 || p.nc % p.nr != 0)
+    return "tile " + tile + ": MC must be a multiple of MR and NC of NR";
+  if (p.mc * p.nc > 256 * 1024)
+    return "tile " + tile + " has " + std::to_string(p.mc * p.nc) +
+           " accumulators per workgroup (at most 262144)";
+  return std::nullopt;
+}
+
+// cpu matmul: one thread per workgroup computes an MC x NC block of C into a private
+// block accumulator `cb`, K in steps of KC. Inside a K step, NR-column strips of the block
+// (the KC x NR slice of B stays in L1) and MR-row micro-tiles: the micro-kernel keeps
+// MR x NR accumulators in a private buffer with static loop bounds (LLVM unrolls it into
+// registers), runs k outermost, loads NR contiguous elements of B's row k and broadcasts
+// one element of A per row. Rows past the last multiple of MR use a 1-row micro-kernel
+// and the last partial column strip clamps its columns to N - 1, so no access is masked
+// and no work is wasted on rows; the epilogue stores exactly the block's valid part.
+Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
+  const Op& mm = *kb.shape().anchor;
+  const Shape& s = kb.shape().outShape;
+  size_t r = s.size();
+  const Type& at = mm.operand(0)->type();
+  int64_t MC = plan.mc, NC = plan.nc, KC = plan.kc;
+  int64_t MR = plan.mr, NR = plan.nr;
+  Value* M = kb.dim(s[r - 2]);
+  Value* N = kb.dim(s[r - 1]);
+  Value* K = kb.dim(at.dim(at.rank() - 1));
+  Shape batchShape(s.begin(), s.end() - 2);
+  kb.setGrid(0, kb.idx(OpKind::ICeilDiv, N, kb.cst(NC), kb.prologue()));
+  kb.setGrid(1, kb.idx(OpKind::ICeilDiv, M, kb.cst(MC), kb.prologue()));
+  kb.setGrid(2, kb.product(batchShape, 0, batchShape.size()));
+  Value* bx = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(0));
+  Value* by = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(1));
+  Value* bz = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(2));
+  std::vector<Value*> batch =
+      batchShape.empty() ? std::vector<Value*>{} : kb.delinearize(bz, batchShape);
+  Value* m0 = kb.idx(OpKind::IMul, by, kb.cst(MC));
+  Value* n0 = kb.idx(OpKind::IMul, bx, kb.cst(NC));
+  Value* rowsV = kb.idx(OpKind::IMin, kb.idx(OpKind::ISub, M, m0), kb.cst(MC));
+  Value* colsV = kb.idx(OpKind::IMin, kb.idx(OpKind::ISub, N, n0), kb.cst(NC));
+  Value* rowsFull = kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, rowsV, kb.cst(MR)), kb.cst(MR));
+  Value* colsFull = kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)), kb.cst(NR));
+  Value* lastCol = kb.idx(OpKind::ISub, N, kb.cst(1));
+  ElemType ae = matmulAccElem(mm.result(0)->type().elem(), kb.target());
+  auto priv = [&](std::vector<Dim> dims) {
+    return kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(ae, Shape(dims), MemSpace::Private));
+  };
+  Value* cb = priv({Dim(MC), Dim(NC)});
+  Value* reg = priv({Dim(MR), Dim(NR)});
+  Value* bv = priv({Dim(NR)});
+  const Value* A = mm.operand(0);
+  const Value* B = mm.operand(1);
+  // B's KC x NC panel packed per K step as NC/NR micro-panels of KC x NR contiguous
+  // elements (k-major), cast to the accumulator type once: the micro-kernel streams one
+  // contiguous micro-panel (no cache-set aliasing from B's row stride, no gathers for a
+  // transposed B). Columns past the block's valid ones are never written: they read 0.
+  Value* pack = priv({Dim(NC / NR), Dim(KC), Dim(NR)});
+  bool transposed = transposedB(B);
+
+  // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
+  // reading B from the packed panel or in place.
+  auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, bool packed, Value* k0,
+                   Value* kEnd) -> Status {
+    Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+    Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
+    kb.endFor();
+    kb.endFor();
+    Value* strip = packed ? kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR)) : nullptr;
+    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    std::vector<Value*> oix;
+    if (packed) {
+      kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
+    } else {
+      Value* col = kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, b));
+      if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
+      oix = batch;
+      oix.push_back(m0);
+      oix.push_back(col);
+      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+      kb.st(kb.castTo(bval, ae), bv, {b});
+    }
+    kb.endFor();
+    // The rows are unrolled here (MR copies): the innermost loop is the NR columns, so
+    // no vectorizer runs across rows (gathers of A and scatters of the accumulators).
+    for (int64_t r = 0; r < mr; ++r) {
+      a = kb.cst(r);
+      oix = batch;
+      oix.push_back(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a)));
+      oix.push_back(n0);
+      KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+      Value* av = kb.castTo(aval, ae);
+      b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+      Value* p = kb.compute("mul", {av, kb.ld(bv, {b})}, ae);
+      kb.st(kb.compute("add", {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
+      kb.endFor();
+    }
+    kb.endFor();
+    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    kb.st(kb.ld(reg, {a, b}), cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)});
+    kb.endFor();
+    kb.endFor();
+    return ok();
+  };
+  // The NR-column strips of the block: full ones, then the partial last one.
+  auto strips = [&](bool packed, Value* k0, Value* kEnd) -> Status {
+    for (bool edge : {false, true}) {
+      Value* j0 = edge ? kb.beginFor(colsFull, colsV, kb.cst(NR))
+                       : kb.beginFor(kb.cst(0), colsFull, kb.cst(NR));
+      Value* i0 = kb.beginFor(kb.cst(0), rowsFull, kb.cst(MR));
+      KILN_CHECK(micro(i0, j0, MR, edge, packed, k0, kEnd));
+      kb.endFor();
+      if (MR > 1) {
+        Value* i = kb.beginFor(rowsFull, rowsV, kb.cst(1));
+        KILN_CHECK(micro(i, j0, 1, edge, packed, k0, kEnd));
+        kb.endFor();
+      }
+      kb.endFor();
+    }
+    return ok();
+  };
+
+  // Packing pays when the panel is reused by several micro-tile rows, or when B is
+  // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not).
+  Value* packs = kb.cst(1);
+  if (!transposed)
+    packs = kb.mk(kb.body(), OpKind::SSelect,
+                  {kb.cmp("gt", rowsV, kb.cst(MR)), kb.cst(1), kb.cst(0)}, Type::index());
+  Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(KC));
+  Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
+  kb.beginFor(kb.cst(0), packs, kb.cst(1));
+  {
+    auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
+      std::vector<Value*> oix = batch;
+      oix.push_back(m0);
+      oix.push_back(kb.idx(OpKind::IAdd, n0, n));
+      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+      kb.st(kb.castTo(bval, ae), pack, {s, kb.idx(OpKind::ISub, k, k0), b});
+      return ok();
+    };
+    if (transposed) {
+      // Read along k (contiguous in the [N, K] weight).
+      Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+      KILN_CHECK(packOne(n, k, kb.idx(OpKind::IFloorDiv, n, kb.cst(NR)),
+                         kb.idx(OpKind::IMod, n, kb.cst(NR))));
+      kb.endFor();
+      kb.endFor();
+    } else {
+      // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
+      // bounds); the partial last strip clamps its columns to the last valid one.
+      for (bool edge : {false, true}) {
+        Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
+                           : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
+        Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
+        Value* sv = kb.beginFor(s0, sEnd, kb.cst(1));
+        Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+        Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+        Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
+        if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
+        KILN_CHECK(packOne(n, k, sv, b));
+        kb.endFor();
+        kb.endFor();
+        kb.endFor();
+      }
+    }
+  }
+  KILN_CHECK(strips(true, k0, kEnd));
+  kb.endFor();
+  if (!transposed) {
+    // A block of at most MR rows (a decode step): B's rows streamed in place, each k
+    // adding a[i, k] * B[k, n0 .. n0 + cols) to the block accumulator's row i (a
+    // contiguous, vectorizable column loop; every element of B is used once).
+    kb.beginFor(packs, kb.cst(1), kb.cst(1));
+    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+    std::vector<Value*> oix = batch;
+    oix.push_back(kb.idx(OpKind::IAdd, m0, i));
+    oix.push_back(n0);
+    KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+    Value* av = kb.castTo(aval, ae);
+    Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+    oix = batch;
+    oix.push_back(m0);
+    oix.push_back(kb.idx(OpKind::IAdd, n0, n));
+    KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+    Value* p = kb.compute("mul", {av, kb.castTo(bval, ae)}, ae);
+    kb.st(kb.compute("add", {kb.ld(cb, {i, n}), p}, ae), cb, {i, n});
+    kb.endFor();
+    kb.endFor();
+    kb.endFor();
+    kb.endFor();
+  }
+  kb.endFor();
+
+  // Epilogue: the block's valid outputs, the matmul's value taken from the accumulator.
+  Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+  Value* j = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+  kb.substitute(mm.result(0), kb.castTo(kb.ld(cb, {i, j}), mm.result(0)->type().elem()));
+  std::vector<Value*> ix = batch;
+  ix.push_back(kb.idx(OpKind::IAdd, m0, i));
+  ix.push_back(kb.idx(OpKind::IAdd, n0, j));
+  KILN_CHECK(kb.storeOutputs(ix));
+  kb.endFor();
+  kb.endFor();
+  return ok();
+}
+
+} // namespace kiln

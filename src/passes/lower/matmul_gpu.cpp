@@ -1,0 +1,228 @@
+// Strategy `matmul-gpu`: a matmul anchor with a pointwise epilogue, in workgroup tiles of
+// its output, with the operand tiles staged in shared memory (barriers between the load
+// and compute phases).
+//
+// Matches:  a matmul kernel (codegen.h: Strategy::Matmul) on a gpu target.
+// Plan:     GpuMatmulPlan{tm, tn, tk, wx, wy}: tile [TM, TN, TK], workgroup [wx, wy, 1];
+//           each thread computes (TM/wy) x (TN/wx) outputs. The search space starts at
+//           128 x 128 x 32 (never beyond the extents' upper bounds) with 16 x 16 threads
+//           and shrinks step by step: TK first, then the larger of TM and TN, then threads.
+// Emits:    for each K step: A and B tiles staged by all threads (zero-filled and masked
+//           past the ends unless provably exact), a barrier, the threads' private
+//           accumulators, a barrier; then the epilogue per accumulator.
+//
+//   %0 = matmul %a, %b : tensor<{m}x256xf32>   =>   alloc shared 64x16 (A), 16x64 (B)
+//   %1 = relu %0                                     for k0: stage; barrier; acc += A*B; barrier
+//                                                    relu(acc) -> masked_store
+#include <algorithm>
+
+#include "passes/lower/kernel_builder.h"
+#include "passes/lower/strategy.h"
+
+namespace kiln {
+
+namespace {
+
+int64_t pow2AtLeast(int64_t x) {
+  int64_t p = 1;
+  while (p < x && p < (int64_t(1) << 30)) p *= 2;
+  return p;
+}
+
+// The next plan of the search space: TK first, then the larger of TM and TN, then threads
+// (nullopt when nothing is left to shrink).
+std::optional<GpuMatmulPlan> shrink(GpuMatmulPlan p) {
+  if (p.tk > 4 && p.tk >= std::max(p.tm, p.tn) / 8) {
+    p.tk /= 2;
+  } else if (std::max(p.tm, p.tn) > std::max(p.wx, p.wy)) {
+    if (p.tm >= p.tn) {
+      if (p.tm / 2 >= p.wy)
+        p.tm /= 2;
+      else
+        p.tn /= 2;
+    } else {
+      if (p.tn / 2 >= p.wx)
+        p.tn /= 2;
+      else
+        p.tm /= 2;
+    }
+  } else if (p.wx * p.wy > 1) {
+    if (p.wx >= p.wy)
+      p.wx /= 2;
+    else
+      p.wy /= 2;
+  } else if (p.tk > 1) {
+    p.tk /= 2;
+  } else if (p.tm > 1 || p.tn > 1) {
+    p.tm = std::max<int64_t>(1, p.tm / 2);
+    p.tn = std::max<int64_t>(1, p.tn / 2);
+  } else {
+    return std::nullopt;
+  }
+  return p;
+}
+
+} // namespace
+
+bool matchGpuMatmul(const KernelRef& k, const TargetDesc& t) {
+  return k.shape.strategy == Strategy::Matmul && !t.cpu;
+}
+
+std::vector<Plan> gpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms) {
+  size_t r = s.outShape.size();
+  int64_t wx = 16, wy = 16;
+  while (wx * wy > t.maxWorkgroupInvocations) (wy > 1 ? wy : wx) /= 2;
+  // Start big (128 x 128 x 32) but never beyond the extents' upper bounds.
+  int64_t tm =
+      std::max(wy, std::min<int64_t>(128, pow2AtLeast(upperBound(s.outShape[r - 2], syms))));
+  int64_t tn =
+      std::max(wx, std::min<int64_t>(128, pow2AtLeast(upperBound(s.outShape[r - 1], syms))));
+  const Type& a = s.anchor->operand(0)->type();
+  int64_t tk = std::min<int64_t>(32, pow2AtLeast(upperBound(a.dim(a.rank() - 1), syms)));
+  std::vector<Plan> plans;
+  for (std::optional<GpuMatmulPlan> p = GpuMatmulPlan{tm, tn, tk, wx, wy}; p; p = shrink(*p))
+    plans.push_back(*p);
+  return plans;
+}
+
+std::vector<SharedBuffer> gpuMatmulSharedBuffers(const KernelShape& s, const GpuMatmulPlan& p) {
+  return {{s.aElem, {p.tm, p.tk}}, {s.bElem, {p.tk, p.tn}}};
+}
+
+std::optional<std::string> strategyProblem(const KernelShape& s, const GpuMatmulPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory) {
+  std::string tile = listStr({p.tm, p.tn, p.tk});
+  if (p.tm < 1 || p.tn < 1 || p.tk < 1) return "tile " + tile + " has an entry below 1";
+  if (p.tm % p.wy != 0 || p.tn % p.wx != 0)
+    return "tile " + tile + " is not a multiple of workgroup " + listStr({p.wx, p.wy, 1}) +
+           " (TM by y, TN by x)";
+  int64_t perThread = (p.tm / p.wy) * (p.tn / p.wx);
+  if (perThread > 256)
+    return "tile " + tile + " gives each thread " + std::to_string(perThread) +
+           " accumulators (at most 256)";
+  uint64_t bytes = sharedFootprint(gpuMatmulSharedBuffers(s, p));
+  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
+    return "tile " + tile + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
+           t.name + " has " + std::to_string(t.sharedMemoryBytes);
+  return std::nullopt;
+}
+
+Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
+  const Op& mm = *kb.shape().anchor;
+  const Shape& s = kb.shape().outShape;
+  size_t r = s.size();
+  const Type& at = mm.operand(0)->type();
+  int64_t TM = plan.tm, TN = plan.tn, TK = plan.tk;
+  int64_t WX = plan.wx, WY = plan.wy;
+  int64_t RM = TM / WY, RN = TN / WX;
+  const Dim& dM = s[r - 2];
+  const Dim& dN = s[r - 1];
+  const Dim& dK = at.dim(at.rank() - 1);
+  Value* M = kb.dim(dM);
+  Value* N = kb.dim(dN);
+  Value* K = kb.dim(dK);
+  Shape batchShape(s.begin(), s.end() - 2);
+  kb.setGrid(0, kb.idx(OpKind::ICeilDiv, N, kb.cst(TN), kb.prologue()));
+  kb.setGrid(1, kb.idx(OpKind::ICeilDiv, M, kb.cst(TM), kb.prologue()));
+  kb.setGrid(2, kb.product(batchShape, 0, batchShape.size()));
+  const SymbolTable& syms = kb.symbols();
+  bool gM = kb.guarded() || !provablyDivisible(dM.expr(), TM, syms);
+  bool gN = kb.guarded() || !provablyDivisible(dN.expr(), TN, syms);
+  bool gK = kb.guarded() || !provablyDivisible(dK.expr(), TK, syms);
+
+  Value* bx = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(0));
+  Value* by = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(1));
+  Value* bz = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(2));
+  Value* tx = kb.mk(kb.body(), OpKind::LocalId, {}, Type::index(), kb.axisAttr(0));
+  Value* ty = kb.mk(kb.body(), OpKind::LocalId, {}, Type::index(), kb.axisAttr(1));
+  Value* tid = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, ty, kb.cst(WX)), tx);
+  std::vector<Value*> batch =
+      batchShape.empty() ? std::vector<Value*>{} : kb.delinearize(bz, batchShape);
+  Value* m0 = kb.idx(OpKind::IMul, by, kb.cst(TM));
+  Value* n0 = kb.idx(OpKind::IMul, bx, kb.cst(TN));
+  std::vector<SharedBuffer> sb = gpuMatmulSharedBuffers(kb.shape(), plan);
+  Value* As = kb.mk(kb.body(), OpKind::Alloc, {},
+                    Type::buffer(sb[0].elem, {Dim(TM), Dim(TK)}, MemSpace::Shared));
+  Value* Bs = kb.mk(kb.body(), OpKind::Alloc, {},
+                    Type::buffer(sb[1].elem, {Dim(TK), Dim(TN)}, MemSpace::Shared));
+  ElemType ae = matmulAccElem(mm.result(0)->type().elem(), kb.target());
+  Value* acc =
+      kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(ae, {Dim(RM), Dim(RN)}, MemSpace::Private));
+  int64_t T = WX * WY;
+
+  Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(TK));
+  // Stage one operand tile: rows x cols elements of `operand` (A: m x k, B: k x n).
+  auto stage = [&](bool isA, Value* tileBuf, int64_t rows, int64_t cols) -> Status {
+    Value* e = kb.beginFor(tid, kb.cst(rows * cols), kb.cst(T));
+    Value* rr = kb.idx(OpKind::IFloorDiv, e, kb.cst(cols));
+    Value* cc = kb.idx(OpKind::IMod, e, kb.cst(cols));
+    Value* mask = nullptr;
+    std::vector<Value*> oix = batch;
+    Value* kk;
+    if (isA) {
+      Value* gm = kb.idx(OpKind::IAdd, m0, rr);
+      kk = kb.idx(OpKind::IAdd, k0, cc);
+      if (gM) mask = kb.andMask(mask, kb.cmp("lt", gm, M));
+      oix.push_back(gm);
+      oix.push_back(n0); // placeholder for N, unused by A
+    } else {
+      Value* gn = kb.idx(OpKind::IAdd, n0, cc);
+      kk = kb.idx(OpKind::IAdd, k0, rr);
+      if (gN) mask = kb.andMask(mask, kb.cmp("lt", gn, N));
+      oix.push_back(m0);
+      oix.push_back(gn);
+    }
+    if (gK) mask = kb.andMask(mask, kb.cmp("lt", kk, K));
+    auto [ai, bi] = kb.matmulIndices(mm, oix, kk);
+    kb.setMask(mask);
+    const Value* operand = mm.operand(isA ? 0 : 1);
+    KILN_TRY(Value * v, kb.emitAt(operand, isA ? ai : bi));
+    kb.setMask(nullptr);
+    ElemType oe = operand->type().elem();
+    if (mask) v = kb.mk(kb.body(), OpKind::SSelect, {mask, v, kb.scst(oe, 0)}, Type::scalar(oe));
+    kb.body().createUnchecked(OpKind::Store, {v, tileBuf, rr, cc}, {}, {});
+    kb.endFor();
+    return ok();
+  };
+  KILN_CHECK(stage(true, As, TM, TK));
+  KILN_CHECK(stage(false, Bs, TK, TN));
+  kb.body().createUnchecked(OpKind::Barrier, {}, {}, {});
+  Value* i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
+  Value* j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
+  Value* row = kb.idx(OpKind::IAdd, ty, kb.idx(OpKind::IMul, i, kb.cst(WY)));
+  Value* col = kb.idx(OpKind::IAdd, tx, kb.idx(OpKind::IMul, j, kb.cst(WX)));
+  Value* kk = kb.beginFor(kb.cst(0), kb.cst(TK), kb.cst(1));
+  Value* a = kb.mk(kb.body(), OpKind::Load, {As, row, kk}, Type::scalar(sb[0].elem));
+  Value* b = kb.mk(kb.body(), OpKind::Load, {Bs, kk, col}, Type::scalar(sb[1].elem));
+  Value* p = kb.compute("mul", {kb.castTo(a, ae), kb.castTo(b, ae)}, ae);
+  Value* old = kb.mk(kb.body(), OpKind::Load, {acc, i, j}, Type::scalar(ae));
+  kb.body().createUnchecked(OpKind::Store, {kb.compute("add", {old, p}, ae), acc, i, j}, {}, {});
+  kb.endFor();
+  kb.endFor();
+  kb.endFor();
+  kb.body().createUnchecked(OpKind::Barrier, {}, {}, {});
+  kb.endFor();
+
+  // Epilogue: each thread's outputs, with the matmul's value taken from the accumulator.
+  i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
+  j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
+  Value* gm =
+      kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, ty, kb.idx(OpKind::IMul, i, kb.cst(WY))));
+  Value* gn =
+      kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, tx, kb.idx(OpKind::IMul, j, kb.cst(WX))));
+  Value* mask = nullptr;
+  if (gM) mask = kb.andMask(mask, kb.cmp("lt", gm, M));
+  if (gN) mask = kb.andMask(mask, kb.cmp("lt", gn, N));
+  kb.setMask(mask);
+  Value* accv = kb.mk(kb.body(), OpKind::Load, {acc, i, j}, Type::scalar(ae));
+  kb.substitute(mm.result(0), kb.castTo(accv, mm.result(0)->type().elem()));
+  std::vector<Value*> ix = batch;
+  ix.push_back(gm);
+  ix.push_back(gn);
+  KILN_CHECK(kb.storeOutputs(ix));
+  kb.endFor();
+  kb.endFor();
+  return ok();
+}
+} // namespace kiln

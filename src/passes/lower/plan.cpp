@@ -1,0 +1,124 @@
+// Tile plans (plan.h): their encoding as a dispatch's `tile` and `workgroup` attributes,
+// both ways, and the decoding's refusals (a malformed plan is a reason, never a crash).
+#include "passes/lower/plan.h"
+
+#include "passes/lower/strategy.h"
+
+namespace kiln {
+
+namespace {
+
+template <class... F> struct Overloaded : F... { using F::operator()...; };
+template <class... F> Overloaded(F...) -> Overloaded<F...>;
+
+} // namespace
+
+std::string listStr(const std::vector<int64_t>& v) {
+  std::string r = "[";
+  for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + "]";
+}
+
+PlanAttrs attrsOf(const Plan& p) {
+  return std::visit(Overloaded{
+                        [](const PointwisePlan& q) {
+                          return PlanAttrs{{q.threads}, {q.threads, 1, 1}};
+                        },
+                        [](const RowsPlan& q) {
+                          return PlanAttrs{{q.rows, q.cols}, {1, 1, 1}};
+                        },
+                        [](const GpuMatmulPlan& q) {
+                          return PlanAttrs{{q.tm, q.tn, q.tk}, {q.wx, q.wy, 1}};
+                        },
+                        [](const CpuMatmulPlan& q) {
+                          return PlanAttrs{{q.mc, q.nc, q.kc, q.mr, q.nr}, {1, 1, 1}};
+                        },
+                        [](const ScatterPlan& q) {
+                          return PlanAttrs{{}, {q.threads, 1, 1}};
+                        },
+                    },
+                    p);
+}
+
+std::vector<int64_t> workgroupOf(const Plan& p) { return attrsOf(p).workgroup; }
+
+PlanAttrs planAttrsOf(const Op& d, const KernelShape& s) {
+  PlanAttrs a =
+      s.strategy == Strategy::Matmul ? attrsOf(GpuMatmulPlan{}) : attrsOf(PointwisePlan{});
+  if (d.attrs().has("tile")) a.tile = d.attrs().getInts("tile");
+  if (d.attrs().has("workgroup")) a.workgroup = d.attrs().getInts("workgroup");
+  return a;
+}
+
+void recordPlan(Op& d, const Plan& p) {
+  PlanAttrs a = attrsOf(p);
+  d.attrs().set("tile", a.tile);
+  d.attrs().set("workgroup", a.workgroup);
+}
+
+std::optional<std::string> workgroupProblem(const std::vector<int64_t>& wg, const TargetDesc& t) {
+  if (wg.size() != 3) return "workgroup " + listStr(wg) + " needs 3 entries";
+  int64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    int64_t w = wg[static_cast<size_t>(i)];
+    if (w < 1 || w > t.maxWorkgroupSize[i])
+      return "workgroup " + listStr(wg) + " exceeds " + t.name + "'s maximum size " +
+             std::to_string(t.maxWorkgroupSize[i]) + " along axis " + std::to_string(i);
+    threads *= w;
+  }
+  if (threads > t.maxWorkgroupInvocations)
+    return "workgroup " + listStr(wg) + " has " + std::to_string(threads) + " threads; " + t.name +
+           " allows " + std::to_string(t.maxWorkgroupInvocations);
+  return std::nullopt;
+}
+
+std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& a,
+                                         const TargetDesc& t, Plan* out, bool checkSharedMemory) {
+  const std::vector<int64_t>& tile = a.tile;
+  const std::vector<int64_t>& wg = a.workgroup;
+  if (std::optional<std::string> why = workgroupProblem(wg, t)) return why;
+  int64_t threads = wg[0] * wg[1] * wg[2];
+  Plan p;
+  if (s.strategy == Strategy::Pointwise && tile.size() == 2) {
+    if (threads != 1)
+      return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "
+             "tile " +
+             listStr(tile) + " and workgroup " + listStr(wg);
+    p = RowsPlan{tile[0], tile[1]};
+  } else if (s.strategy == Strategy::Pointwise) {
+    if (tile.size() != 1 || tile[0] != threads || wg[1] != 1 || wg[2] != 1)
+      return "a pointwise kernel takes tile [threads] with workgroup [threads, 1, 1], got tile " +
+             listStr(tile) + " and workgroup " + listStr(wg);
+    p = PointwisePlan{threads};
+  } else if (s.strategy == Strategy::Matmul && tile.size() == 5) {
+    if (threads != 1)
+      return "a cpu matmul kernel (tile " + listStr(tile) + ") takes workgroup [1, 1, 1]";
+    p = CpuMatmulPlan{tile[0], tile[1], tile[2], tile[3], tile[4]};
+  } else if (s.strategy == Strategy::Matmul) {
+    if (tile.size() != 3)
+      return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] with workgroup "
+             "[1, 1, 1]), got " +
+             listStr(tile);
+    if (wg[2] != 1) return "a matmul kernel's workgroup is [x, y, 1]";
+    p = GpuMatmulPlan{tile[0], tile[1], tile[2], wg[0], wg[1]};
+  } else {
+    return std::string("the kernel is not lowered, so it takes no tile plan");
+  }
+  if (std::optional<std::string> why = planProblem(s, p, t, checkSharedMemory)) return why;
+  *out = p;
+  return std::nullopt;
+}
+
+std::optional<std::string> planProblem(const KernelShape& s, const PlanAttrs& a,
+                                       const TargetDesc& t, bool checkSharedMemory) {
+  Plan p;
+  return planFromAttrs(s, a, t, &p, checkSharedMemory);
+}
+
+std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const Plan& p) {
+  const auto* q = std::get_if<GpuMatmulPlan>(&p);
+  if (s.strategy != Strategy::Matmul || !q) return {};
+  return gpuMatmulSharedBuffers(s, *q);
+}
+
+} // namespace kiln

@@ -1,0 +1,59 @@
+// Typed tile plans: one struct per lowering strategy, so a plan's meaning is its type, not
+// the length of a vector. The dispatch keeps today's encoding (`tile` and `workgroup`
+// attributes); attrsOf and planFromAttrs (strategy.h) convert between the two, and the
+// IR text is unchanged:
+//   PointwisePlan{64}                 tile = [64],                workgroup = [64, 1, 1]
+//   RowsPlan{16, 256}                 tile = [16, 256],           workgroup = [1, 1, 1]
+//   GpuMatmulPlan{64, 64, 16, 16, 16} tile = [64, 64, 16],        workgroup = [16, 16, 1]
+//   CpuMatmulPlan{48, 64, 256, 6, 16} tile = [48, 64, 256, 6, 16], workgroup = [1, 1, 1]
+//   ScatterPlan{64}                   tile = [],                  workgroup = [64, 1, 1]
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln {
+
+// One thread per output element, `threads` threads per workgroup.
+struct PointwisePlan {
+  int64_t threads = 64;
+};
+// cpu: each workgroup (one thread) loops over `rows` rows x `cols` contiguous elements of
+// the innermost output dim.
+struct RowsPlan {
+  int64_t rows = 1, cols = 1;
+};
+// gpu matmul: a TM x TN output tile per workgroup of wx x wy threads (each computes
+// (TM/wy) x (TN/wx) outputs), K in steps of TK staged through shared memory.
+struct GpuMatmulPlan {
+  int64_t tm = 32, tn = 32, tk = 8;
+  int64_t wx = 8, wy = 8;
+};
+// cpu matmul: each workgroup (one thread) computes an MC x NC block of C, K in steps of
+// KC, by an MR x NR register-blocked micro-kernel.
+struct CpuMatmulPlan {
+  int64_t mc = 1, nc = 1, kc = 1, mr = 1, nr = 1;
+};
+// scatter_nd in place: `threads` threads per workgroup walk the update slice.
+struct ScatterPlan {
+  int64_t threads = 64;
+};
+
+using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan>;
+
+// A plan as the dispatch records it.
+struct PlanAttrs {
+  std::vector<int64_t> tile;
+  std::vector<int64_t> workgroup{64, 1, 1};
+};
+
+PlanAttrs attrsOf(const Plan& p);
+std::vector<int64_t> workgroupOf(const Plan& p);
+
+// "[1, 2, 3]", as plans are printed in diagnostics.
+std::string listStr(const std::vector<int64_t>& v);
+
+} // namespace kiln

@@ -1,0 +1,245 @@
+// The walker's reductions (kernel_builder.h): reduce_*, softmax / log_softmax, cumsum and
+// argmax / argmin at one output element, each a loop with a wide private accumulator in
+// the reference's order. On the cpu rows plan (rows.cpp) a reduction whose indices are
+// the same for every column of a row is computed once per row, before the column loop.
+#include <algorithm>
+#include <limits>
+
+#include "passes/lower/kernel_builder.h"
+
+namespace kiln {
+
+std::vector<int64_t> KernelBuilder::reducedAxes(const Op& op) {
+  std::vector<int64_t> axes = op.attrs().getInts("axes");
+  int64_t r = op.operand(0)->type().rank();
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  for (int64_t& a : axes) a = a < 0 ? a + r : a;
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+// True when every index is the same for all columns of the current row (a row index, a
+// constant or a prologue value), so a value computed from them can sit before the column
+// loop.
+bool KernelBuilder::rowInvariant(const std::vector<Value*>& ix) const {
+  if (!colLoop_ || mask_) return false; // a mask is computed inside the column loop
+  for (Value* v : ix)
+    if (!invariant_.count(v)) return false;
+  return true;
+}
+
+// Emits `f` before the column loop when `ix` (minus `except`) is row-invariant, memoized
+// per (op, indices); otherwise at the current point.
+Result<Value*> KernelBuilder::hoisted(const void* what, const std::vector<Value*>& ix,
+                                      const std::function<Result<Value*>()>& f) {
+  if (!rowInvariant(ix)) return f();
+  auto key = std::make_pair(what, ix);
+  auto it = hoistMemo_.find(key);
+  if (it != hoistMemo_.end()) return it->second;
+  auto pre = std::make_unique<Builder>(k_.get(), colLoop_);
+  pre->setLoc(src_.loc());
+  // A row-invariant reduction nested in this one (layer norm's mean inside its variance)
+  // goes before this one's code: a marker op is the insertion point while `f` runs.
+  Attrs a;
+  a.set("value", int64_t(0));
+  Op* marker = pre->createUnchecked(OpKind::IConst, {}, a, {Type::index()});
+  std::swap(body_, pre);
+  Op* loop = colLoop_;
+  colLoop_ = marker;
+  Result<Value*> v = f();
+  colLoop_ = loop;
+  std::swap(body_, pre);
+  k_->erase(marker);
+  if (!v.ok()) return v;
+  hoistMemo_[key] = *v;
+  invariant_.insert(*v);
+  return *v;
+}
+
+Result<Value*> KernelBuilder::reduce(const Op& op, const std::vector<Value*>& ix) {
+  // With keepdims the reduced positions of `ix` are not read: they do not count.
+  std::vector<Value*> used;
+  std::vector<int64_t> axes = reducedAxes(op);
+  bool keep = op.attrs().getInt("keepdims") != 0;
+  for (size_t d = 0; d < ix.size(); ++d)
+    if (!keep || !std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d)))
+      used.push_back(ix[d]);
+  return hoisted(&op, used, [&] { return reduceAt(op, ix); });
+}
+
+Result<Value*> KernelBuilder::reduceAt(const Op& op, const std::vector<Value*>& ix) {
+  const Value* x = op.operand(0);
+  std::vector<int64_t> axes = reducedAxes(op);
+  bool keep = op.attrs().getInt("keepdims") != 0;
+  ElemType ae = accElem(x->type().elem());
+  bool flt = isFloat(ae);
+  ElemType xe = x->type().elem();
+  double init = 0;
+  std::string fn = "add";
+  double inf = std::numeric_limits<double>::infinity();
+  auto lowest = [&]() -> double {
+    switch (xe) {
+    case ElemType::I8: return INT8_MIN;
+    case ElemType::I16: return INT16_MIN;
+    case ElemType::I32: return INT32_MIN;
+    case ElemType::I64: return static_cast<double>(INT64_MIN);
+    default: return 0;
+    }
+  };
+  auto highest = [&]() -> double {
+    switch (xe) {
+    case ElemType::I8: return INT8_MAX;
+    case ElemType::I16: return INT16_MAX;
+    case ElemType::I32: return INT32_MAX;
+    case ElemType::I64: return 9.2233720368547748e18;
+    case ElemType::U8: return 255;
+    default: return 1;
+    }
+  };
+  switch (op.kind()) {
+  case OpKind::ReduceProd: init = 1, fn = "mul"; break;
+  case OpKind::ReduceMax: init = flt ? -inf : lowest(), fn = "max"; break;
+  case OpKind::ReduceMin: init = flt ? inf : highest(), fn = "min"; break;
+  default: break;
+  }
+  Value* acc = accumulator(ae, init);
+  const Shape& xs = x->type().shape();
+  std::vector<Value*> xi(xs.size(), nullptr);
+  size_t k = 0;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    bool reduced = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d));
+    if (!reduced)
+      xi[d] = ix[k++];
+    else if (keep)
+      ++k;
+  }
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (!xi[d]) xi[d] = beginFor(cst(0), dim(xs[d]), cst(1));
+  KILN_TRY(Value * v, emitAt(x, xi));
+  accStore(acc, compute(fn, {accLoad(acc), castTo(v, ae)}, ae));
+  for (size_t i = 0; i < axes.size(); ++i) endFor();
+  Value* r = accLoad(acc);
+  if (op.kind() == OpKind::ReduceMean) {
+    Value* count = cst(1);
+    for (int64_t a : axes) count = idx(OpKind::IMul, count, dim(xs[static_cast<size_t>(a)]));
+    r = compute("div", {r, icastFromIndex(count, ae)}, ae);
+  }
+  return castTo(r, op.result(0)->type().elem());
+}
+
+Value* KernelBuilder::icastFromIndex(Value* i, ElemType e) {
+  return mk(*body_, OpKind::ICast, {i}, Type::scalar(e));
+}
+
+Result<Value*> KernelBuilder::softmax(const Op& op, const std::vector<Value*>& ix) {
+  const Value* x = op.operand(0);
+  int64_t r = x->type().rank();
+  int64_t axis = op.attrs().getInt("axis");
+  axis = axis < 0 ? axis + r : axis;
+  ElemType e = x->type().elem();
+  auto at = [&](Value* j) {
+    std::vector<Value*> xi = ix;
+    xi[static_cast<size_t>(axis)] = j;
+    return xi;
+  };
+  Value* n = dim(x->type().dim(axis));
+  // The row's max and sum do not depend on the position along the axis.
+  std::vector<Value*> row = at(cst(0));
+  KILN_TRY(Value * m, hoisted(&op, row, [&]() -> Result<Value*> {
+             Value* mx = accumulator(ElemType::F64, -std::numeric_limits<double>::infinity());
+             Value* j = beginFor(cst(0), n, cst(1));
+             KILN_TRY(Value * xj, emitAt(x, at(j)));
+             accStore(mx, compute("max", {accLoad(mx), castTo(xj, ElemType::F64)}, ElemType::F64));
+             endFor();
+             return accLoad(mx);
+           }));
+  KILN_TRY(Value * s, hoisted(op.result(0), row, [&]() -> Result<Value*> {
+             Value* sum = accumulator(ElemType::F64, 0);
+             Value* j = beginFor(cst(0), n, cst(1));
+             KILN_TRY(Value * xk, emitAt(x, at(j)));
+             Value* ex =
+                 compute("exp", {compute("sub", {castTo(xk, ElemType::F64), m}, ElemType::F64)},
+                         ElemType::F64);
+             accStore(sum, compute("add", {accLoad(sum), ex}, ElemType::F64));
+             endFor();
+             return accLoad(sum);
+           }));
+  KILN_TRY(Value * xi, emitAt(x, ix));
+  Value* d = compute("sub", {castTo(xi, ElemType::F64), m}, ElemType::F64);
+  Value* res = op.kind() == OpKind::Softmax
+                   ? compute("div", {compute("exp", {d}, ElemType::F64), s}, ElemType::F64)
+                   : compute("sub", {d, compute("log", {s}, ElemType::F64)}, ElemType::F64);
+  return castTo(res, e);
+}
+
+// Sum of the elements before (exclusive) or up to this one along the axis, or from the
+// end with reverse, in the order the reference adds them.
+Result<Value*> KernelBuilder::cumsum(const Op& op, const std::vector<Value*>& ix) {
+  const Value* x = op.operand(0);
+  int64_t r = x->type().rank();
+  int64_t axis = op.attrs().getInt("axis");
+  auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  bool exclusive = op.attrs().getInt("exclusive", 0) != 0;
+  bool reverse = op.attrs().getInt("reverse", 0) != 0;
+  ElemType e = x->type().elem();
+  ElemType ae = accElem(e);
+  Value* n = dim(x->type().dim(static_cast<int64_t>(a)));
+  Value* acc = accumulator(ae, 0);
+  // Steps 0 .. s (inclusive) or 0 .. s-1 (exclusive), s = this element's step.
+  Value* stepOf = reverse ? idx(OpKind::ISub, idx(OpKind::ISub, n, cst(1)), ix[a]) : ix[a];
+  Value* count = exclusive ? stepOf : idx(OpKind::IAdd, stepOf, cst(1));
+  Value* st = beginFor(cst(0), count, cst(1));
+  std::vector<Value*> xi = ix;
+  xi[a] = reverse ? idx(OpKind::ISub, idx(OpKind::ISub, n, cst(1)), st) : st;
+  KILN_TRY(Value * v, emitAt(x, xi));
+  accStore(acc, compute("add", {accLoad(acc), castTo(v, ae)}, ae));
+  endFor();
+  return castTo(accLoad(acc), e);
+}
+
+// The first extreme along the axis (the last on ties with select_last_index); the first
+// NaN wins — the reference's order of comparisons.
+Result<Value*> KernelBuilder::argExtreme(const Op& op, const std::vector<Value*>& ix) {
+  const Value* x = op.operand(0);
+  int64_t r = x->type().rank();
+  int64_t axis = op.attrs().getInt("axis");
+  auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  bool keep = op.attrs().getInt("keepdims", 1) != 0;
+  bool last = op.attrs().getInt("select_last_index", 0) != 0;
+  bool isMax = op.kind() == OpKind::ArgMax;
+  ElemType ae = accElem(x->type().elem());
+  bool flt = isFloat(ae);
+  std::vector<Value*> xi;
+  for (size_t d = 0, k = 0; d < static_cast<size_t>(r); ++d) {
+    if (d == a) {
+      xi.push_back(cst(0));
+      if (keep) ++k;
+    } else {
+      xi.push_back(ix[k++]);
+    }
+  }
+  KILN_TRY(Value * first, emitAt(x, xi));
+  Value* best = accumulator(ae, 0);
+  accStore(best, castTo(first, ae));
+  Value* where = accumulator(ElemType::I64, 0);
+  Value* j = beginFor(cst(1), dim(x->type().dim(static_cast<int64_t>(a))), cst(1));
+  xi[a] = j;
+  KILN_TRY(Value * yv, emitAt(x, xi));
+  Value* y = castTo(yv, ae);
+  Value* b = accLoad(best);
+  ElemType i1 = ElemType::I1;
+  Value* take = compute(isMax ? "gt" : "lt", {y, b}, i1);
+  if (last) take = compute("or", {take, compute("eq", {y, b}, i1)}, i1);
+  if (flt) {
+    take = compute("or", {take, compute("isnan", {y}, i1)}, i1);
+    take = compute("and", {take, compute("not", {compute("isnan", {b}, i1)}, i1)}, i1);
+  }
+  accStore(best, compute("select", {take, y, b}, ae));
+  Value* jv = mk(*body_, OpKind::ICast, {j}, Type::scalar(ElemType::I64));
+  accStore(where, compute("select", {take, jv, accLoad(where)}, ElemType::I64));
+  endFor();
+  return accLoad(where);
+}
+} // namespace kiln

@@ -1,0 +1,128 @@
+// Lowering strategies: the ways `lower` turns a tensor-level kernel into kernel IR, one
+// file each (pointwise.cpp, rows.cpp, scatter.cpp, matmul_gpu.cpp, matmul_cpu.cpp), all
+// emitting through the kernel builder (kernel_builder.h). Each strategy has
+//   match        whether it lowers a kernel on a target (the registry in lower.cpp asks
+//                the strategies in priority order; the first that matches wins),
+//   search space its candidate plans for the target, best first (tile takes the first
+//                legal one), the first being its default plan,
+//   legality     planProblem on its plan type (never an assert: a reason, or nullopt),
+//   emit         the kernel IR for its plan type.
+// A plan recorded on a dispatch (by tile, or by hand) names its strategy through its
+// type, and `lower` emits with that strategy.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/codegen.h"
+#include "passes/lower/plan.h"
+
+namespace kiln {
+
+class KernelBuilder;
+
+// What a strategy matches: a dispatch, its tensor-level kernel and the kernel's shape.
+struct KernelRef {
+  const Op& dispatch;
+  const Func& kernel;
+  const KernelShape& shape;
+};
+
+struct LowerStrategy {
+  const char* name;
+  bool (*match)(const KernelRef& k, const TargetDesc& t);
+  std::vector<Plan> (*searchSpace)(const KernelShape& s, const TargetDesc& t,
+                                   const SymbolTable& syms);
+  // True when tile records the plan on the dispatch; false when the plan is fixed by the
+  // target (the search space's one plan), which `lower` takes itself.
+  bool recorded;
+};
+
+// The registry (lower.cpp), in priority order.
+const std::vector<LowerStrategy>& lowerStrategies();
+// The first strategy that matches the kernel, or null (the kernel stays on the host side).
+const LowerStrategy* matchStrategy(const KernelRef& k, const TargetDesc& t);
+
+// Why a plan cannot be compiled for the target, or nullopt when it can: the workgroup
+// against the target's limits, then the plan's strategy's own rules.
+// `checkSharedMemory` = false leaves the shared-memory limit to the final resource check
+// (lower does, so a forced manual plan reaches it).
+std::optional<std::string> planProblem(const KernelShape& s, const Plan& p, const TargetDesc& t,
+                                       bool checkSharedMemory = true);
+// Kernel IR for the plan, by the plan's strategy.
+Status emitPlan(KernelBuilder& b, const Plan& p);
+
+// ---- plans on dispatches (plan.cpp) -------------------------------------------------------
+
+// The plan attributes on a dispatch: its `tile` and `workgroup`, each defaulting to the
+// kernel kind's gpu default plan (PointwisePlan{}, GpuMatmulPlan{}) when absent.
+PlanAttrs planAttrsOf(const Op& dispatch, const KernelShape& s);
+void recordPlan(Op& dispatch, const Plan& p);
+// Decodes plan attributes into `out` (the tile's length tells a cpu plan from a gpu one),
+// or says why they cannot be compiled for the target: workgroupProblem, the encoding,
+// then planProblem.
+std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& a,
+                                         const TargetDesc& t, Plan* out,
+                                         bool checkSharedMemory = true);
+// Why plan attributes cannot be compiled for the target (planFromAttrs without the plan).
+std::optional<std::string> planProblem(const KernelShape& s, const PlanAttrs& a,
+                                       const TargetDesc& t, bool checkSharedMemory = true);
+// A workgroup against the target's limits (3 entries, each axis, the invocations).
+std::optional<std::string> workgroupProblem(const std::vector<int64_t>& workgroup,
+                                            const TargetDesc& t);
+// The shared buffers a plan needs (what `lower` allocates for it).
+std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const Plan& p);
+
+// The plan `tile` chooses with `strategy` for a kernel without a manual config (collapse-dims
+// uses it to compare footprints before and after a merge); defined in tile.cpp.
+Result<Plan> chooseTilePlan(const LowerStrategy& strategy, const KernelShape& s,
+                            const TargetDesc& t, const SymbolTable& syms,
+                            const std::string& kernel);
+
+// ---- the strategies' entry points (one file each) ----------------------------------------
+
+// pointwise.cpp: gpu, one thread per output element.
+bool matchPointwise(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> pointwisePlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const PointwisePlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const PointwisePlan& p);
+
+// rows.cpp: cpu, rows x contiguous columns per workgroup.
+bool matchRows(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> rowsPlans(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const RowsPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const RowsPlan& p);
+
+// scatter.cpp: a scatter_nd writing a donated argument in place.
+bool matchScatter(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> scatterPlans(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const ScatterPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const ScatterPlan& p);
+
+// matmul_gpu.cpp: workgroup tiles, operand tiles staged in shared memory.
+bool matchGpuMatmul(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> gpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const GpuMatmulPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const GpuMatmulPlan& p);
+// The shared buffers the plan needs: the A and B tiles.
+std::vector<SharedBuffer> gpuMatmulSharedBuffers(const KernelShape& s, const GpuMatmulPlan& p);
+
+// matmul_cpu.cpp: cache blocks and a register-blocked micro-kernel.
+bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const CpuMatmulPlan& p);
+
+// The largest value an extent takes under the symbols' ranges (at least 1).
+int64_t upperBound(const Dim& d, const SymbolTable& syms);
+
+} // namespace kiln
