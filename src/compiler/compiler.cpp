@@ -13,6 +13,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir/weights.h"
+#include "passes/codegen.h"
 #include "passes/donate.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
@@ -77,21 +78,18 @@ Status lowerForDevice(Module& module, bool cpu, const std::string& cpuTarget) {
   return s;
 }
 
-// The payload of the cpu executable: every kernel function, lowered ones as code.
-Result<std::string> cpuExecutable(const Module& m, const std::set<std::string>& entries,
-                                  const std::string& irText, const CompileOptions& opts) {
+// The payload of the cpu executable: the lowered kernels as code.
+Result<std::string> cpuExecutable(const Module& m, const std::vector<const Func*>& kernels,
+                                  const CompileOptions& opts) {
 #ifdef KILN_HAVE_LLVM
-  std::vector<const Func*> kernels;
-  for (const auto& f : m.funcs())
-    if (!entries.count(f->name())) kernels.push_back(f.get());
   cpu::CpuOutput out = opts.cpuTextKind == "llvm"  ? cpu::CpuOutput::LlvmIr
                        : opts.cpuTextKind == "asm" ? cpu::CpuOutput::Assembly
                                                    : cpu::CpuOutput::Executable;
-  KILN_TRY(cpu::CpuCompiled c, cpu::compileCpuKernels(m, kernels, irText, opts.cpuTarget, out));
+  KILN_TRY(cpu::CpuCompiled c, cpu::compileCpuKernels(m, kernels, opts.cpuTarget, out));
   if (opts.cpuText) *opts.cpuText = c.text;
   return cpu::serializeCpuPayload(c.payload);
 #else
-  (void)m, (void)entries, (void)irText, (void)opts;
+  (void)m, (void)kernels, (void)opts;
   return error(Loc::named("--device"),
                "this kiln was built without LLVM 19, so it has no CPU "
                "backend; install llvm-19-dev and liblld-19-dev and rebuild");
@@ -178,17 +176,33 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
     p.stats.push_back(std::move(s));
   }
+  // A target's executable holds every kernel as IR text, except cpu's: its lowered kernels
+  // are code, and the ones the backend could not lower go into a `ref` executable (IR text,
+  // run by the interpreter) that the cpu device loads beside it.
   PrintOptions kernels;
   kernels.locs = true;
-  kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
   for (const std::string& target : targetOrder) {
-    std::string ir = printModule(*module, kernels);
-    if (target == "cpu") {
-      KILN_TRY(std::string payload, cpuExecutable(*module, entries, ir, opts));
-      p.executables.push_back({target, std::move(payload)});
-    } else {
-      p.executables.push_back({target, std::move(ir)});
+    if (target != "cpu") {
+      kernels.funcFilter = [&](const Func& f) { return entries.count(f.name()) == 0; };
+      p.executables.push_back({target, printModule(*module, kernels)});
+      continue;
     }
+    std::vector<const Func*> lowered;
+    bool interpreted = false;
+    for (const auto& f : module->funcs()) {
+      if (entries.count(f->name())) continue;
+      if (isLoweredKernel(*f))
+        lowered.push_back(f.get());
+      else
+        interpreted = true;
+    }
+    KILN_TRY(std::string payload, cpuExecutable(*module, lowered, opts));
+    if (!lowered.empty() || !interpreted) p.executables.push_back({target, std::move(payload)});
+    if (!interpreted || targets.count("ref")) continue;
+    kernels.funcFilter = [&](const Func& f) {
+      return !entries.count(f.name()) && !isLoweredKernel(f);
+    };
+    p.executables.push_back({"ref", printModule(*module, kernels)});
   }
 
   WeightStore store(*module);
