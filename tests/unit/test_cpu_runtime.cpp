@@ -1,7 +1,9 @@
 // Unit tests for the cpu driver: the payload container (round trip, every truncation
 // refused), host feature checks and the KILN_CPU_DISABLE_FEATURES override, the thread pool,
-// and kernels compiled here by the system C compiler (KILN_TEST_CC) into a shared object
-// that implements abi.h, loaded and run through the HAL on 1 and 4 threads.
+// kernels compiled here by the system C compiler (KILN_TEST_CC) into a shared object that
+// implements abi.h, loaded and run through the HAL on 1 and 4 threads, tensor-level kernels
+// from a `ref` executable on the same device, and the executor launching both with the grid
+// and push constants it evaluates for each call.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -15,8 +17,6 @@
 #include <sstream>
 #include <thread>
 
-#include "compiler/compiler.h"
-#include "ir/interp.h"
 #include "ir/parser.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/drivers.h"
@@ -24,7 +24,6 @@
 #include "runtime/module_format.h"
 
 using namespace kiln;
-using kiln::cpu::CpuKernelInfo;
 using kiln::cpu::CpuPayload;
 
 namespace {
