@@ -89,27 +89,35 @@ int runDump(const std::vector<std::string>& args) {
   out << "executables:\n";
   for (const ExecutableImage& x : p.executables) {
     out << "  " << x.target << ": " << x.payload.size() << " bytes";
-    // A cpu executable: the CPU its code is for, the features it needs, its kernels.
-    std::string irText = x.payload;
+    // A cpu executable: the CPU its code is for, the features it needs, its kernels and the
+    // push constants each reads.
     if (x.target == "cpu") {
       auto cpu = cpu::parseCpuPayload(x.payload);
       if (!cpu.ok()) {
         out << " (unreadable: " << cpu.diags().list[0].message << ")\n";
         continue;
       }
-      size_t compiled = 0;
-      for (const cpu::CpuKernelInfo& k : cpu->kernels) compiled += k.lowered;
       std::string features;
       for (const std::string& f : cpu->features) features += (features.empty() ? "" : " ") + f;
-      out << ", code for " << cpu->cpu << " (" << compiled << " of " << cpu->kernels.size()
-          << " kernels compiled, shared object " << cpu->sharedObject.size()
-          << " bytes), needs: " << (features.empty() ? "nothing" : features) << "\n   ";
-      irText = cpu->ir;
+      out << ", code for " << cpu->cpu << " (" << cpu->kernels.size() << " kernels, shared object "
+          << cpu->sharedObject.size()
+          << " bytes), needs: " << (features.empty() ? "nothing" : features) << "\n";
+      size_t shown = 0;
+      for (const cpu::CpuKernelInfo& k : cpu->kernels) {
+        if (++shown > kMaxKernelsListed) {
+          out << "    ... " << cpu->kernels.size() - kMaxKernelsListed << " more\n";
+          break;
+        }
+        std::string push;
+        for (const std::string& sym : k.symbols) push += (push.empty() ? "" : ", ") + sym;
+        out << "    @" << k.name << ": " << k.args.size() << " buffers, push [" << push << "]\n";
+      }
+      continue;
     }
-    // Executables whose payload is kiln IR (ref) list their kernels and what each runs.
-    auto kernels = parseModule(irText, path + ":exec." + x.target);
+    // Executables whose payload is kiln IR (ref, sim) list their kernels and what each runs.
+    auto kernels = parseModule(x.payload, path + ":exec." + x.target);
     if (kernels.ok()) {
-      out << (x.target == "cpu" ? " " : ", ") << (*kernels)->funcs().size() << " kernels\n";
+      out << ", " << (*kernels)->funcs().size() << " kernels\n";
       size_t shown = 0;
       for (const auto& k : (*kernels)->funcs()) {
         if (++shown > kMaxKernelsListed) {

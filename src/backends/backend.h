@@ -43,6 +43,10 @@ public:
   // backends whose kernels stay tensor-level add nothing.
   virtual Status addCodegenPasses(PassManager& pm, const BackendOptions& o,
                                   const std::vector<DeviceTarget>& devices) const = 0;
+  // Whether its executables run tensor-level kernels (ref, sim: IR text). A backend whose
+  // executables hold compiled code only (cpu) hands the kernels it left tensor-level to the
+  // ref executable, which its devices load beside their own.
+  virtual bool runsTensorKernels() const = 0;
   // The payload of the executable holding `kernels` (functions of `m`, in kernel order).
   virtual Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
                                         const BackendOptions& o) const = 0;

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir/weights.h"
+#include "passes/codegen.h"
 #include "passes/donate.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
@@ -204,15 +205,30 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
     p.stats.push_back(std::move(s));
   }
+  // Each backend's executable holds the kernels its devices launch (in module order); a
+  // backend whose executables hold compiled code only (cpu) hands the kernels it could not
+  // lower to the ref executable, which its devices load beside their own.
+  std::map<const TargetBackend*, std::vector<const Func*>> kernelsOf;
+  const TargetBackend* ref = lookupTargetBackend("ref");
+  std::vector<const TargetBackend*> users = order;
+  for (const auto& f : module->funcs())
+    for (const TargetBackend* b : users) {
+      if (!launched[b].count(f->name())) continue;
+      const TargetBackend* to = b->runsTensorKernels() || isLoweredKernel(*f) ? b : ref;
+      if (std::find(order.begin(), order.end(), to) == order.end()) order.push_back(to);
+      std::vector<const Func*>& v = kernelsOf[to];
+      if (std::find(v.begin(), v.end(), f.get()) == v.end()) v.push_back(f.get());
+    }
   for (const TargetBackend* b : order) {
-    // Kernels in module order.
-    std::vector<const Func*> kernels;
-    for (const auto& f : module->funcs())
-      if (launched[b].count(f->name())) kernels.push_back(f.get());
+    // A backend left without kernels needs no executable, unless no backend has any.
+    auto it = kernelsOf.find(b);
+    if (it == kernelsOf.end() && (!kernelsOf.empty() || b != order.front())) continue;
     BackendOptions bo;
     for (const BackendGroup& g : groups)
       if (g.backend == b) bo = g.options;
-    KILN_TRY(std::string payload, b->serialize(*module, kernels, bo));
+    KILN_TRY(std::string payload,
+             b->serialize(*module, it == kernelsOf.end() ? std::vector<const Func*>{} : it->second,
+                          bo));
     p.executables.push_back({b->name(), std::move(payload)});
   }
 

@@ -16,7 +16,8 @@ AttrKind attrKindOf(const AttrValue& v) {
   case 3: return AttrKind::Ints;
   case 4: return AttrKind::Floats;
   case 5: return AttrKind::Type;
-  default: return AttrKind::Dense;
+  case 6: return AttrKind::Dense;
+  default: return AttrKind::Strs;
   }
 }
 
@@ -32,7 +33,10 @@ bool attrEqual(const AttrValue& a, const AttrValue& b) {
   if (auto* x = std::get_if<HostTensor>(&a)) return x->identical(std::get<HostTensor>(b));
   if (auto* x = std::get_if<int64_t>(&a)) return *x == std::get<int64_t>(b);
   if (auto* x = std::get_if<std::string>(&a)) return *x == std::get<std::string>(b);
-  if (auto* x = std::get_if<std::vector<int64_t>>(&a)) return *x == std::get<std::vector<int64_t>>(b);
+  if (auto* x = std::get_if<std::vector<int64_t>>(&a))
+    return *x == std::get<std::vector<int64_t>>(b);
+  if (auto* x = std::get_if<std::vector<std::string>>(&a))
+    return *x == std::get<std::vector<std::string>>(b);
   return std::get<ElemType>(a) == std::get<ElemType>(b);
 }
 
@@ -50,6 +54,10 @@ uint64_t attrHash(const AttrValue& v) {
           uint64_t h = XXH3_64bits_withSeed(x.shape().data(), x.shape().size() * sizeof(int64_t),
                                             seed + static_cast<uint64_t>(x.elem()));
           return XXH3_64bits_withSeed(x.data(), x.byteSize(), h);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          uint64_t h = seed;
+          for (const std::string& s : x) h = XXH3_64bits_withSeed(s.data(), s.size(), h + s.size());
+          return h;
         } else {
           return XXH3_64bits_withSeed(x.data(), x.size() * sizeof(x[0]), seed);
         }
@@ -102,6 +110,10 @@ std::vector<int64_t> Attrs::getInts(std::string_view name) const {
 std::vector<double> Attrs::getFloats(std::string_view name) const {
   auto* v = getAs<std::vector<double>>(*this, name);
   return v ? *v : std::vector<double>{};
+}
+std::vector<std::string> Attrs::getStrs(std::string_view name) const {
+  auto* v = getAs<std::vector<std::string>>(*this, name);
+  return v ? *v : std::vector<std::string>{};
 }
 ElemType Attrs::getType(std::string_view name, ElemType fallback) const {
   auto* v = getAs<ElemType>(*this, name);

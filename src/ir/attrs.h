@@ -3,7 +3,8 @@
 // Text (inside `{...}` after the operands): `axes = [0, 2]`, `keepdims = 1`,
 // `value = 1.5` (floats always print with a '.', an exponent, or as nan/inf/-inf),
 // `mode = "reflect"`, `to = f16`, `value = dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>`
-// (a dense value with every element equal prints as `dense<7> : tensor<...>`).
+// (a dense value with every element equal prints as `dense<7> : tensor<...>`),
+// `workgroups = ["n ceildiv 64", "1", "1"]` (a list of strings).
 // An empty list `[]` is an int list.
 #pragma once
 
@@ -21,7 +22,7 @@
 namespace kiln {
 
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>,
-                               std::vector<double>, ElemType, HostTensor>;
+                               std::vector<double>, ElemType, HostTensor, std::vector<std::string>>;
 
 AttrKind attrKindOf(const AttrValue& v);
 // Equality that compares dense tensors by bytes and floats bitwise (NaN == NaN).
@@ -42,6 +43,7 @@ public:
   std::string getStr(std::string_view name, std::string fallback = "") const;
   std::vector<int64_t> getInts(std::string_view name) const;
   std::vector<double> getFloats(std::string_view name) const;
+  std::vector<std::string> getStrs(std::string_view name) const;
   ElemType getType(std::string_view name, ElemType fallback = ElemType::F32) const;
   const HostTensor* getDense(std::string_view name) const;
 

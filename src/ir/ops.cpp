@@ -22,9 +22,9 @@ static std::vector<AttrSpec> parseAttrSpecs(std::string_view spec) {
     bool optional = !kind.empty() && kind.back() == '?';
     if (optional) kind.remove_suffix(1);
     static const std::map<std::string_view, AttrKind> kinds = {
-        {"int", AttrKind::Int},       {"float", AttrKind::Float}, {"str", AttrKind::Str},
-        {"ints", AttrKind::Ints},     {"floats", AttrKind::Floats}, {"type", AttrKind::Type},
-        {"dense", AttrKind::Dense}};
+        {"int", AttrKind::Int},     {"float", AttrKind::Float},   {"str", AttrKind::Str},
+        {"ints", AttrKind::Ints},   {"floats", AttrKind::Floats}, {"type", AttrKind::Type},
+        {"dense", AttrKind::Dense}, {"strs", AttrKind::Strs}};
     out.push_back({name, kinds.at(kind), optional});
   }
   return out;
@@ -63,6 +63,7 @@ std::string_view attrKindName(AttrKind kind) {
   case AttrKind::Floats: return "floats";
   case AttrKind::Type: return "type";
   case AttrKind::Dense: return "dense";
+  case AttrKind::Strs: return "strs";
   }
   return "?";
 }

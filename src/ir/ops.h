@@ -36,7 +36,7 @@ enum OpTraits : uint32_t {
 };
 
 // The kinds an attribute can have; see ops.def for the spelling.
-enum class AttrKind : uint8_t { Int, Float, Str, Ints, Floats, Type, Dense };
+enum class AttrKind : uint8_t { Int, Float, Str, Ints, Floats, Type, Dense, Strs };
 
 struct AttrSpec {
   std::string_view name;

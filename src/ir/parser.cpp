@@ -518,6 +518,9 @@ private:
       if (spec->kind == AttrKind::Floats)
         if (auto* ints = std::get_if<std::vector<int64_t>>(&v))
           v = std::vector<double>(ints->begin(), ints->end());
+      if (spec->kind == AttrKind::Strs)
+        if (auto* ints = std::get_if<std::vector<int64_t>>(&v); ints && ints->empty())
+          v = std::vector<std::string>{};
       if (attrKindOf(v) != spec->kind)
         return error(valueLoc, "attribute '" + name + "' of " + op + " must be " +
                                    std::string(attrKindName(spec->kind)) + ", found " +
@@ -602,6 +605,19 @@ private:
     return 0.0;
   }
 
+  // After the '[': `"a", "b"]`.
+  Result<AttrValue> parseStringList() {
+    std::vector<std::string> items;
+    while (!is(Tok::RBracket)) {
+      if (!items.empty()) KILN_CHECK(expect(Tok::Comma, "',' or ']'"));
+      if (!is(Tok::String)) return errorHere("expected a string (a list holds one kind)");
+      items.push_back(std::move(tok_.value));
+      advance();
+    }
+    advance();
+    return AttrValue(std::move(items));
+  }
+
   Result<AttrValue> parseAttrValue() {
     if (is(Tok::String)) {
       std::string s = std::move(tok_.value);
@@ -617,6 +633,7 @@ private:
     }
     if (is(Tok::LBracket)) {
       advance();
+      if (is(Tok::String)) return parseStringList();
       std::vector<Scalar> items;
       bool allInts = true;
       while (!is(Tok::RBracket)) {

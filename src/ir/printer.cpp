@@ -221,6 +221,10 @@ std::string printAttrValue(const AttrValue& v) {
           std::string s = "[";
           for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + formatDouble(x[i]);
           return s + "]";
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string s = "[";
+          for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + quoteString(x[i]);
+          return s + "]";
         } else if constexpr (std::is_same_v<T, ElemType>) {
           return std::string(elemTypeName(x));
         } else {

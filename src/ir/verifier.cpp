@@ -33,7 +33,9 @@
 //       are compatible with the operands and results; after it the kernel takes one buffer
 //       per operand then one per result, of the same element types and dims
 // Op, host level
-//   H1  `device` is KIND[N] (or KIND) and `launch`'s `outputs` is within its operand count
+//   H1  `device` is KIND[N] (or KIND) and `launch`'s `outputs` is within its operand count; its
+//       `workgroups`, when set, are 3 symbolic expressions of declared symbols, and its `push`
+//       names declared symbols
 //   H2  `free` frees a buffer made by alloc_buffer or transfer_to in this function, and nothing
 //       uses a buffer after its `free` (nor frees it twice)
 //   H3  host ops and tensor ops do not share a function (`return` belongs to both)
@@ -273,6 +275,7 @@ private:
       if (outs < 0 || static_cast<size_t>(outs) > op.numOperands())
         opError(op, "launch has " + std::to_string(outs) + " outputs but " +
                         std::to_string(op.numOperands()) + " operands");
+      checkLaunchGrid(op);
     }
     for (const Value* v : op.operands())
       if (v && freed_.count(v)) opError(op, "uses a buffer after its free");
@@ -287,6 +290,32 @@ private:
     if (!tensorOps_.empty())
       opError(op, "host op in @" + f_.name() + ", which also has tensor ops (first: '" +
                       std::string(tensorOps_.front()->name()) + "')");
+  }
+
+  // H1: the grid and push constants a launch hands the executor.
+  void checkLaunchGrid(const Op& op) {
+    if (const AttrValue* w = op.attrs().find("workgroups")) {
+      const auto* exprs = std::get_if<std::vector<std::string>>(w);
+      if (exprs && exprs->size() != 3)
+        opError(op, "launch has " + std::to_string(exprs->size()) +
+                        " workgroups expressions; it needs 3 (x, y, z)");
+      for (size_t i = 0; exprs && exprs->size() == 3 && i < 3; ++i) {
+        Result<SymExpr> e = parseSymExpr((*exprs)[i], op.loc());
+        if (!e.ok()) {
+          opError(op, "launch workgroups[" + std::to_string(i) + "] '" + (*exprs)[i] +
+                          "' is not a symbolic expression: " + e.diags().list.front().message);
+          continue;
+        }
+        std::set<std::string> used;
+        e->collectSymbols(used);
+        for (const std::string& s : used)
+          if (!syms_.lookup(s))
+            opError(op, "launch workgroups[" + std::to_string(i) +
+                            "] uses the undeclared symbol '" + s + "'");
+      }
+    }
+    for (const std::string& s : op.attrs().getStrs("push"))
+      if (!syms_.lookup(s)) opError(op, "launch pushes the undeclared symbol '" + s + "'");
   }
 
   // O2

@@ -10,6 +10,9 @@
 //              it names — weights become `load_weight`; every buffer that is
 //              not returned is freed right after its last use, so the live set, not the sum
 //              of all tensors, bounds memory; `wait` precedes `return`.
+//              Every `launch` in the module (hand-written ones too) carries `push`, the symbols
+//              its kernel reads (ir/push_constants.h), and, for a lowered kernel, `workgroups`,
+//              its grid (passes/kernel_grid.h); a launch that already records them must agree.
 // Invalidates: nothing (tensor-level analyses do not apply to host functions).
 //
 // Devices: an op placed on a device (`on ref[1]`, from affinity) runs there, a weight is
@@ -37,7 +40,11 @@
 #include <map>
 #include <set>
 
+#include "ir/printer.h"
+#include "ir/push_constants.h"
+#include "passes/codegen.h"
 #include "passes/donate.h"
+#include "passes/kernel_grid.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -81,6 +88,9 @@ public:
     for (const auto& f : m.funcs())
       if (isTensorFunc(*f) && !kernels.count(f->name())) funcs.push_back(f.get());
     for (Func* f : funcs) KILN_CHECK(schedule(m, *f));
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops())
+        if (op->kind() == OpKind::Launch) KILN_CHECK(describeLaunch(m, *op));
     return ok();
   }
 
@@ -220,6 +230,44 @@ private:
       f.erase(op);
     }
     insertFrees(f);
+    return ok();
+  }
+
+  // Records what the executor hands the kernel: its push constants and, when lowered, its
+  // grid. A kernel the module does not hold (a launch of another module's executable) is left.
+  static Status describeLaunch(const Module& m, Op& launch) {
+    std::string name = launch.attrs().getStr("kernel");
+    const Func* k = m.lookupFunc(name);
+    if (!k) return ok();
+    KILN_CHECK(agree(launch, "push", pushConstantSymbols(*k)));
+    if (!isLoweredKernel(*k)) return ok();
+    KILN_TRY(auto grid, kernelGrid(*k));
+    if (const auto* given = launch.attrs().find("workgroups")) {
+      const auto* exprs = std::get_if<std::vector<std::string>>(given);
+      bool same = exprs && exprs->size() == 3;
+      for (size_t i = 0; same && i < 3; ++i) {
+        Result<SymExpr> e = parseSymExpr((*exprs)[i], launch.loc());
+        same = e.ok() && *e == grid[i];
+      }
+      if (!same)
+        return error(launch.loc(), "launch of @" + name + " records workgroups " +
+                                       printAttrValue(*given) + " but the kernel computes " +
+                                       printAttrValue(kernelGridStrings(grid)));
+      return ok();
+    }
+    launch.attrs().set("workgroups", kernelGridStrings(grid));
+    return ok();
+  }
+
+  static Status agree(Op& launch, const char* attr, std::vector<std::string> want) {
+    if (const AttrValue* given = launch.attrs().find(attr)) {
+      if (!attrEqual(*given, AttrValue(want)))
+        return error(launch.loc(), "launch of @" + launch.attrs().getStr("kernel") + " records " +
+                                       attr + " = " + printAttrValue(*given) +
+                                       " but the kernel reads " + printAttrValue(want));
+      return ok();
+    }
+    if (!want.empty()) launch.attrs().set(attr, std::move(want));
     return ok();
   }
 

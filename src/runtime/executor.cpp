@@ -2,6 +2,7 @@
 // functions against the HAL.
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/interp.h"
@@ -11,7 +12,7 @@ namespace kiln {
 
 struct Executor::DeviceState {
   std::shared_ptr<hal::Device> device;
-  std::unique_ptr<hal::Executable> executable; // null when the program has none for it
+  std::vector<std::unique_ptr<hal::Executable>> executables; // those of targets it loads
   std::unique_ptr<hal::CommandBuffer> pending;
   std::unique_ptr<hal::Semaphore> timeline;
   uint64_t signaled = 0;
@@ -29,6 +30,32 @@ struct Executor::DeviceState {
   }
 };
 
+// One host op, resolved: what the per-call loop needs and nothing to look up.
+struct Executor::Step {
+  static constexpr size_t kNoSlot = SIZE_MAX;
+  const Op* op = nullptr;
+  size_t device = 0;             // for ops with a `device`
+  size_t result = kNoSlot;       // the slot of its buffer result
+  std::vector<size_t> operands;  // slots; kNoSlot for a value that is not a buffer
+  std::optional<size_t> arg;     // transfer_to: the argument it uploads
+  bool donated = false;          // transfer_to: writes a donated argument in place
+  ElemType elem = ElemType::F32; // the result's element type
+  std::vector<SymExpr> shape;    // the result's dims (null: a `?` dim)
+  std::vector<bool> knownDims;
+  const hal::Executable* exe = nullptr; // launch
+  size_t kernel = 0;
+  std::array<SymExpr, 3> grid;         // launch: `workgroups`, or 1x1x1
+  std::vector<SymExpr> push;           // launch: `push`
+  std::string weight;                  // load_weight
+  hal::Buffer* weightBuffer = nullptr; // load_weight: once uploaded (kept for later calls)
+};
+
+struct Executor::Plan {
+  size_t slots = 0;
+  std::vector<Step> steps;
+};
+
+Executor::Executor() = default;
 Executor::~Executor() = default;
 
 Result<size_t> Executor::deviceIndex(const std::string& spec, const Loc& loc) {
@@ -47,8 +74,9 @@ Result<size_t> Executor::deviceIndex(const std::string& spec, const Loc& loc) {
   state->timeline = dev->createSemaphore(0);
   hal::Driver* driver = hal::lookupDriver(id.kind);
   for (const ExecutableImage& img : program_->executables)
-    if (driver && img.target == driver->target()) {
-      KILN_TRY(state->executable, dev->loadExecutable(img.target, img.payload));
+    if (driver && driver->loads(img.target)) {
+      KILN_TRY(std::unique_ptr<hal::Executable> exe, dev->loadExecutable(img.target, img.payload));
+      state->executables.push_back(std::move(exe));
     }
   devices_.push_back(std::move(state));
   deviceByName_[spec] = devices_.size() - 1;
@@ -69,33 +97,85 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
   for (const std::string& name : ex->program_->entries) {
     const Func* f = ex->program_->host->lookupFunc(name);
     if (!f) return error(Loc{}, "internal: entry @" + name + " is missing");
-    for (const auto& op : f->ops()) {
-      if (op->info().level == OpLevel::Tensor && op->kind() != OpKind::Return)
-        return error(op->loc(), "host function @" + name + " contains the tensor op '" +
-                                    std::string(op->name()) + "'; it was not scheduled");
-      if (!op->attrs().has("device")) continue;
-      KILN_TRY(size_t d, ex->deviceIndex(op->attrs().getStr("device"), op->loc()));
-      if (op->kind() != OpKind::Launch) continue;
-      std::string kernel = op->attrs().getStr("kernel");
-      if (ex->kernels_.count({kernel, d})) continue;
-      const hal::Executable* exe = ex->devices_[d]->executable.get();
-      bool found = false;
-      for (size_t k = 0; exe && k < exe->numKernels() && !found; ++k)
-        if (exe->kernelName(k) == kernel) {
-          ex->kernels_[{kernel, d}] = KernelRef{d, k};
-          found = true;
-        }
-      if (!found)
-        return error(op->loc(), "launch of @" + kernel + ": the executable for " +
-                                    ex->devices_[d]->device->id().str() + " has no such kernel");
-      int64_t outs = op->attrs().getInt("outputs");
-      if (outs < 0 || static_cast<size_t>(outs) > op->numOperands())
-        return error(op->loc(), "launch of @" + kernel + " has " + std::to_string(outs) +
-                                    " outputs but " + std::to_string(op->numOperands()) +
-                                    " operands");
-    }
+    KILN_TRY(ex->plans_[name], ex->prepare(*f));
   }
   return ex;
+}
+
+Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
+  auto plan = std::make_unique<Plan>();
+  std::unordered_map<const Value*, size_t> slots;
+  auto exprs = [&](const Op& op, const char* attr) -> Result<std::vector<SymExpr>> {
+    std::vector<SymExpr> out;
+    for (const std::string& text : op.attrs().getStrs(attr)) {
+      KILN_TRY(SymExpr e, parseSymExpr(text, op.loc()));
+      out.push_back(std::move(e));
+    }
+    return out;
+  };
+  for (const auto& opPtr : f.ops()) {
+    const Op& op = *opPtr;
+    if (op.info().level == OpLevel::Tensor && op.kind() != OpKind::Return)
+      return error(op.loc(), "host function @" + f.name() + " contains the tensor op '" +
+                                 std::string(op.name()) + "'; it was not scheduled");
+    Step st;
+    st.op = &op;
+    if (op.attrs().has("device")) {
+      KILN_TRY(st.device, deviceIndex(op.attrs().getStr("device"), op.loc()));
+    }
+    for (const Value* v : op.operands()) {
+      auto it = slots.find(v);
+      st.operands.push_back(it == slots.end() ? Step::kNoSlot : it->second);
+    }
+    if (op.numResults() == 1) {
+      st.result = slots[op.result(0)] = plan->slots++;
+      const Type& t = op.result(0)->type();
+      st.elem = t.elem();
+      for (const Dim& d : t.shape()) {
+        st.knownDims.push_back(!d.isUnknown());
+        st.shape.push_back(d.isUnknown() ? SymExpr() : d.expr());
+      }
+    }
+    switch (op.kind()) {
+    case OpKind::TransferTo: {
+      const Value* src = op.operand(0);
+      if (src->isArg() && src->argOf() == &f) {
+        st.arg = src->index();
+        // Only an argument the signature donates: the caller consented to the write.
+        st.donated = op.attrs().getInt("donated") && f.argDonation(src->index());
+      }
+      break;
+    }
+    case OpKind::LoadWeight: st.weight = op.attrs().getStr("name"); break;
+    case OpKind::Launch: {
+      std::string kernel = op.attrs().getStr("kernel");
+      int64_t outs = op.attrs().getInt("outputs");
+      if (outs < 0 || static_cast<size_t>(outs) > op.numOperands())
+        return error(op.loc(), "launch of @" + kernel + " has " + std::to_string(outs) +
+                                   " outputs but " + std::to_string(op.numOperands()) +
+                                   " operands");
+      for (const auto& exe : devices_[st.device]->executables)
+        for (size_t k = 0; k < exe->numKernels() && !st.exe; ++k)
+          if (exe->kernelName(k) == kernel) {
+            st.exe = exe.get();
+            st.kernel = k;
+          }
+      if (!st.exe)
+        return error(op.loc(), "launch of @" + kernel + ": no executable loaded on " +
+                                   devices_[st.device]->device->id().str() + " has such a kernel");
+      KILN_TRY(std::vector<SymExpr> grid, exprs(op, "workgroups"));
+      if (grid.empty()) grid.assign(3, SymExpr::constant(1)); // a kernel that is not lowered
+      if (grid.size() != 3)
+        return error(op.loc(), "launch of @" + kernel + " needs 3 workgroups expressions");
+      std::copy(grid.begin(), grid.end(), st.grid.begin());
+      KILN_TRY(st.push, exprs(op, "push"));
+      break;
+    }
+    default: break;
+    }
+    plan->steps.push_back(std::move(st));
+  }
+  return plan;
 }
 
 Result<hal::Buffer*> Executor::weightBuffer(const std::string& name, size_t device,
@@ -130,16 +210,13 @@ struct Slot {
   hal::Binding binding() const { return {buffer, elem, shape}; }
 };
 
-Result<std::vector<int64_t>> concreteShape(const Type& t, const SymbolBinding& binding,
-                                           const Loc& loc) {
-  std::vector<int64_t> shape;
-  for (const Dim& d : t.shape()) {
-    std::optional<int64_t> v = d.isUnknown() ? std::nullopt : d.expr().evaluate(binding);
-    if (!v || *v < 0)
-      return error(loc, "dim " + d.str() + " of " + t.str() + " cannot be evaluated at run time");
-    shape.push_back(*v);
-  }
-  return shape;
+Result<int64_t> evaluate(const SymExpr& e, const SymbolBinding& binding, const Op& op,
+                         const char* what) {
+  std::optional<int64_t> v = e.evaluate(binding);
+  if (!v)
+    return error(op.loc(), std::string(op.name()) + ": " + what + " " + e.str() +
+                               " cannot be evaluated at run time");
+  return *v;
 }
 
 // Whether two tensors' bytes overlap.
@@ -161,15 +238,17 @@ Result<uint64_t> byteCount(ElemType elem, const std::vector<int64_t>& shape, con
 
 Result<std::vector<HostTensor>> Executor::call(const std::string& function,
                                                const std::vector<HostTensor>& inputs) {
-  const Func* f = program_->entry(function);
-  if (!f) {
+  auto planIt = plans_.find(function);
+  if (planIt == plans_.end()) {
     std::string names;
     for (const std::string& e : program_->entries) names += (names.empty() ? "@" : ", @") + e;
     return error(Loc::named("--function"),
                  "no function @" + function + " in the module (functions: " + names + ")");
   }
+  const Func& f = *program_->entry(function);
+  Plan& plan = *planIt->second;
   SymbolBinding binding;
-  KILN_CHECK(bindArguments(*f, inputs, binding));
+  KILN_CHECK(bindArguments(f, inputs, binding));
   stats_ = CallStats{};
   for (auto& d : devices_) {
     // A failed call leaves its semaphore failed; each call starts on a fresh timeline.
@@ -179,43 +258,57 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     d->device->resetPeak();
   }
 
-  std::unordered_map<const Value*, Slot> env;
-  auto slotOf = [&](const Value* v, const Op& op) -> Result<Slot*> {
-    auto it = env.find(v);
-    if (it == env.end() || !it->second.buffer)
-      return error(op.loc(), std::string(op.name()) + ": an operand is not a live buffer");
-    return &it->second;
+  std::vector<Slot> slots(plan.slots);
+  auto slotOf = [&](const Step& st, size_t i) -> Result<Slot*> {
+    size_t s = st.operands[i];
+    if (s == Step::kNoSlot || !slots[s].buffer)
+      return error(st.op->loc(), std::string(st.op->name()) + ": an operand is not a live buffer");
+    return &slots[s];
   };
-  auto newSlot = [&](const Op& op, size_t device) -> Result<Slot> {
+  auto shapeOf = [&](const Step& st) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> shape(st.shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+      std::optional<int64_t> v =
+          st.knownDims[i] ? st.shape[i].evaluate(binding) : std::optional<int64_t>();
+      if (!v || *v < 0)
+        return error(st.op->loc(), "dim " + st.op->result(0)->type().shape()[i].str() + " of " +
+                                       st.op->result(0)->type().str() +
+                                       " cannot be evaluated at run time");
+      shape[i] = *v;
+    }
+    return shape;
+  };
+  auto newSlot = [&](const Step& st) -> Result<Slot> {
     Slot s;
-    s.device = device;
-    s.elem = op.result(0)->type().elem();
-    KILN_TRY(s.shape, concreteShape(op.result(0)->type(), binding, op.loc()));
-    KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, op.loc()));
-    KILN_TRY(s.owned, devices_[device]->device->allocate(bytes));
+    s.device = st.device;
+    s.elem = st.elem;
+    KILN_TRY(s.shape, shapeOf(st));
+    KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, st.op->loc()));
+    KILN_TRY(s.owned, devices_[st.device]->device->allocate(bytes));
     s.buffer = s.owned.get();
     return s;
   };
   // The upload of donated argument `a`: the caller's memory itself when the tensor is
   // writable, overlaps no other argument and the device can use it; else a copy, written
   // back into the tensor by `return` when it is writable and overlaps nothing.
-  auto donatedSlot = [&](const Op& op, size_t device, size_t a) -> Result<Slot> {
+  auto donatedSlot = [&](const Step& st, size_t a) -> Result<Slot> {
     const HostTensor& t = inputs[a];
     bool alone = t.writable();
     for (size_t j = 0; j < inputs.size() && alone; ++j) alone = j == a || !overlaps(inputs[j], t);
     Slot s;
-    s.device = device;
-    s.elem = op.result(0)->type().elem();
-    KILN_TRY(s.shape, concreteShape(op.result(0)->type(), binding, op.loc()));
+    s.device = st.device;
+    s.elem = st.elem;
+    KILN_TRY(s.shape, shapeOf(st));
+    hal::Device& dev = *devices_[st.device]->device;
     if (alone) {
-      s.owned = devices_[device]->device->importHost(const_cast<uint8_t*>(t.data()), t.byteSize());
+      s.owned = dev.importHost(const_cast<uint8_t*>(t.data()), t.byteSize());
       s.imported = s.owned != nullptr;
     }
     if (!s.owned) {
-      KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, op.loc()));
-      KILN_TRY(s.owned, devices_[device]->device->allocate(bytes));
+      KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, st.op->loc()));
+      KILN_TRY(s.owned, dev.allocate(bytes));
       if (t.byteSize() != bytes)
-        return error(op.loc(),
+        return error(st.op->loc(),
                      "transfer_to: input " + std::to_string(a) + " does not fill its buffer");
       KILN_CHECK(s.owned->write(0, t.data(), t.byteSize()));
     }
@@ -227,51 +320,44 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     for (auto& d : devices_) stats_.peakBytes += d->device->memoryStats().peakBytes;
   };
 
-  for (const auto& opPtr : f->ops()) {
-    const Op& op = *opPtr;
-    std::optional<size_t> dev;
-    if (op.attrs().has("device")) {
-      KILN_TRY(size_t d, deviceIndex(op.attrs().getStr("device"), op.loc()));
-      dev = d;
-    }
+  for (Step& st : plan.steps) {
+    const Op& op = *st.op;
     switch (op.kind()) {
     case OpKind::AllocBuffer: {
-      KILN_TRY(Slot s, newSlot(op, *dev));
-      env[op.result(0)] = std::move(s);
+      KILN_TRY(slots[st.result], newSlot(st));
       break;
     }
     case OpKind::LoadWeight: {
       Slot s;
-      s.device = *dev;
-      s.elem = op.result(0)->type().elem();
-      KILN_TRY(s.shape, concreteShape(op.result(0)->type(), binding, op.loc()));
-      KILN_TRY(s.buffer, weightBuffer(op.attrs().getStr("name"), *dev, op.loc()));
-      env[op.result(0)] = std::move(s);
+      s.device = st.device;
+      s.elem = st.elem;
+      KILN_TRY(s.shape, shapeOf(st));
+      if (!st.weightBuffer) {
+        KILN_TRY(st.weightBuffer, weightBuffer(st.weight, st.device, op.loc()));
+      }
+      s.buffer = st.weightBuffer;
+      slots[st.result] = std::move(s);
       break;
     }
     case OpKind::TransferTo: {
-      const Value* src = op.operand(0);
-      // Only an argument the signature donates: the caller consented to the write.
-      if (op.attrs().getInt("donated") && src->isArg() && src->argOf() == f &&
-          f->argDonation(src->index())) {
-        KILN_TRY(Slot s, donatedSlot(op, *dev, src->index()));
-        env[op.result(0)] = std::move(s);
+      if (st.donated) {
+        KILN_TRY(slots[st.result], donatedSlot(st, *st.arg));
         break;
       }
-      KILN_TRY(Slot s, newSlot(op, *dev));
-      if (src->isArg() && src->argOf() == f) {
-        const HostTensor& t = inputs[src->index()];
+      KILN_TRY(Slot s, newSlot(st));
+      if (st.arg) {
+        const HostTensor& t = inputs[*st.arg];
         if (t.byteSize() != s.buffer->byteSize())
-          return error(op.loc(), "transfer_to: input " + std::to_string(src->index()) +
+          return error(op.loc(), "transfer_to: input " + std::to_string(*st.arg) +
                                      " does not fill its buffer");
         KILN_CHECK(s.buffer->write(0, t.data(), t.byteSize()));
       } else {
-        KILN_TRY(Slot * from, slotOf(src, op));
+        KILN_TRY(Slot * from, slotOf(st, 0));
         if (from->buffer->byteSize() != s.buffer->byteSize())
           return error(op.loc(), "transfer_to: source and destination sizes differ");
         KILN_CHECK(devices_[from->device]->flush());
-        if (from->device == *dev) {
-          devices_[*dev]->pending->copy(*from->buffer, 0, *s.buffer, 0, s.buffer->byteSize());
+        if (from->device == st.device) {
+          devices_[st.device]->pending->copy(*from->buffer, 0, *s.buffer, 0, s.buffer->byteSize());
         } else if (const uint8_t* p = from->buffer->map()) {
           KILN_CHECK(s.buffer->write(0, p, s.buffer->byteSize()));
         } else {
@@ -280,36 +366,43 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
           KILN_CHECK(s.buffer->write(0, staging.data(), staging.size()));
         }
       }
-      env[op.result(0)] = std::move(s);
+      slots[st.result] = std::move(s);
       break;
     }
     case OpKind::Launch: {
-      size_t outs = static_cast<size_t>(op.attrs().getInt("outputs"));
-      std::vector<hal::Binding> in, out;
-      for (size_t i = 0; i < op.numOperands(); ++i) {
-        KILN_TRY(Slot * s, slotOf(op.operand(i), op));
-        (i + outs < op.numOperands() ? in : out).push_back(s->binding());
+      std::vector<hal::Binding> bindings;
+      bindings.reserve(st.operands.size());
+      for (size_t i = 0; i < st.operands.size(); ++i) {
+        KILN_TRY(Slot * s, slotOf(st, i));
+        bindings.push_back(s->binding());
       }
-      const KernelRef& k = kernels_.at({op.attrs().getStr("kernel"), *dev});
-      DeviceState& d = *devices_[k.device];
-      d.pending->dispatch(*d.executable, k.kernel, std::move(in), std::move(out), binding);
+      hal::Workgroups grid;
+      for (size_t i = 0; i < 3; ++i) {
+        KILN_TRY(grid[i], evaluate(st.grid[i], binding, op, "grid"));
+      }
+      std::vector<int64_t> push(st.push.size());
+      for (size_t i = 0; i < push.size(); ++i) {
+        KILN_TRY(push[i], evaluate(st.push[i], binding, op, "push constant"));
+      }
+      devices_[st.device]->pending->dispatch(*st.exe, st.kernel, grid, std::move(push),
+                                             std::move(bindings));
       ++stats_.dispatches;
       break;
     }
     case OpKind::Free: {
       // The pending work may still read the buffer: it runs first. (Drivers with
       // asynchronous queues would rather release at the submission's semaphore value.)
-      KILN_TRY(Slot * s, slotOf(op.operand(0), op));
+      KILN_TRY(Slot * s, slotOf(st, 0));
       KILN_CHECK(devices_[s->device]->flush());
-      env.erase(op.operand(0));
+      *s = Slot{};
       break;
     }
-    case OpKind::Wait: KILN_CHECK(devices_[*dev]->flush()); break;
+    case OpKind::Wait: KILN_CHECK(devices_[st.device]->flush()); break;
     case OpKind::Return: {
       for (auto& d : devices_) KILN_CHECK(d->flush());
       std::vector<HostTensor> results;
-      for (size_t i = 0; i < op.numOperands(); ++i) {
-        KILN_TRY(Slot * s, slotOf(op.operand(i), op));
+      for (size_t i = 0; i < st.operands.size(); ++i) {
+        KILN_TRY(Slot * s, slotOf(st, i));
         if (s->donor) { // the caller's tensor holds the result (written in place or copied)
           HostTensor t = inputs[*s->donor];
           if (!s->imported) KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
@@ -324,11 +417,11 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       return results;
     }
     default:
-      return error(op.loc(), "host function @" + f->name() + " contains '" +
-                                 std::string(op.name()) + "', which the executor does not run");
+      return error(op.loc(), "host function @" + f.name() + " contains '" + std::string(op.name()) +
+                                 "', which the executor does not run");
     }
   }
-  return error(f->loc(), "@" + f->name() + " has no return");
+  return error(f.loc(), "@" + f.name() + " has no return");
 }
 
 } // namespace kiln

@@ -1,13 +1,17 @@
 // Executor: runs a Program's entry functions on its devices. Load once, call many times:
-// devices are opened and executables loaded when the executor is created, weights are
-// uploaded to a device on first use and kept there for later calls.
+// devices are opened, executables loaded and each entry function prepared when the executor is
+// created; weights are uploaded to a device on first use and kept there for later calls.
 //
-// A call binds the symbols from the inputs' shapes (count, element types, shapes, symbol
-// ranges and divisibility are checked first), then walks the host function: `alloc_buffer`
-// allocates, `transfer_to` uploads or copies, `launch` records into the device's pending
-// command buffer, `free` releases a buffer after submitting the pending work that may read it,
-// `wait` submits the pending work and waits on the device's timeline semaphore, `return` waits for
-// every device and reads the results back. One executor runs one call at a time.
+// Preparing turns a host function into a flat list of steps: device indices, the (executable,
+// kernel ordinal) of each launch, its grid and push constants as parsed symbolic expressions,
+// and operand slot indices, so a call looks nothing up by name. A call binds the symbols from
+// the inputs' shapes (count, element types, shapes, symbol ranges and divisibility are checked
+// first), then runs the steps: `alloc_buffer` allocates, `transfer_to` uploads or copies,
+// `launch` evaluates its grid and push constants and records a dispatch into the device's
+// pending command buffer, `free` releases a buffer after submitting the pending work that may
+// read it, `wait` submits the pending work and waits on the device's timeline semaphore,
+// `return` waits for every device and reads the results back. One executor runs one call at a
+// time.
 //
 // Donation (`%cache: ... donate 1`, docs/donation.md): the call writes result 1 into argument
 // %cache's storage. When the argument's tensor is writable (HostTensor::writable) and the
@@ -56,19 +60,18 @@ public:
 
 private:
   struct DeviceState;
-  struct KernelRef {
-    size_t device; // index into devices_
-    size_t kernel;
-  };
-  Executor() = default;
+  struct Step;
+  struct Plan;
+  Executor();
   Result<size_t> deviceIndex(const std::string& spec, const Loc& loc);
+  Result<std::unique_ptr<Plan>> prepare(const Func& f);
   Result<hal::Buffer*> weightBuffer(const std::string& name, size_t device, const Loc& loc);
 
   std::shared_ptr<const Program> program_;
   ExecutorOptions opts_;
   std::vector<std::unique_ptr<DeviceState>> devices_;
   std::map<std::string, size_t> deviceByName_;
-  std::map<std::pair<std::string, size_t>, KernelRef> kernels_; // (name, device) -> kernel
+  std::map<std::string, std::unique_ptr<Plan>> plans_; // by entry function
   std::unique_ptr<WeightStore> weightStore_;
   std::map<std::pair<std::string, size_t>, std::unique_ptr<hal::Buffer>> weightBuffers_;
   CallStats stats_;

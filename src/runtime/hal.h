@@ -5,8 +5,8 @@
 //                 semaphores, runs submissions on its queue, reports limits and memory use
 //   Buffer        device memory; host transfers go through read/write (map for drivers
 //                 whose memory the host can see)
-//   Executable    the kernels of one target, loaded from a module's payload; a dispatch
-//                 names "kernel N of executable E"
+//   Executable    the kernels of one target, loaded from a module's payload (opaque bytes
+//                 to the runtime); a dispatch names "kernel N of executable E"
 //   CommandBuffer a recorded list of dispatch / copy / fill / barrier commands
 //   Semaphore     a timeline: a 64-bit value that only grows, waited for and signaled;
 //                 a failure state carries the error of the work that failed
@@ -15,6 +15,7 @@
 // nothing here aborts. The runtime library links no LLVM and no compiler pass.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,7 +24,6 @@
 #include "ir/device.h"
 #include "ir/diag.h"
 #include "ir/elem_type.h"
-#include "ir/symexpr.h"
 
 namespace kiln::hal {
 
@@ -58,20 +58,26 @@ public:
   virtual const std::string& kernelName(size_t index) const = 0;
 };
 
-// What a kernel sees of one buffer: the buffer and the tensor it holds there.
+// What a kernel sees of one buffer: the buffer and the tensor it holds there (the cpu ABI
+// passes the shape as the argument's extents; the interpreter views the buffer as a tensor).
 struct Binding {
   Buffer* buffer = nullptr;
   ElemType elem = ElemType::F32;
   std::vector<int64_t> shape;
 };
 
+// A dispatch's grid: workgroups along x, y and z.
+using Workgroups = std::array<int64_t, 3>;
+
 class CommandBuffer {
 public:
   virtual ~CommandBuffer() = default;
-  // Runs kernel `kernel` of `exe` reading `inputs` and writing `outputs`; `dims` carries the
-  // call's dynamic dims (symbol values). Buffers of another device are an error at run time.
-  virtual void dispatch(const Executable& exe, size_t kernel, std::vector<Binding> inputs,
-                        std::vector<Binding> outputs, SymbolBinding dims) = 0;
+  // Runs kernel `kernel` of `exe` over `workgroups` (ignored by kernels that are not lowered),
+  // handing it `pushConstants` (the values of the symbols it reads, in the launch's `push`
+  // order) and `bindings` (its buffers: inputs, then outputs). As in IREE's HAL, nothing here
+  // knows the compiler's IR. Buffers of another device are an error at run time.
+  virtual void dispatch(const Executable& exe, size_t kernel, Workgroups workgroups,
+                        std::vector<int64_t> pushConstants, std::vector<Binding> bindings) = 0;
   virtual void copy(Buffer& src, uint64_t srcOffset, Buffer& dst, uint64_t dstOffset,
                     uint64_t bytes) = 0;
   virtual void fill(Buffer& dst, uint64_t offset, uint64_t bytes, uint8_t pattern) = 0;
@@ -141,8 +147,11 @@ class Driver {
 public:
   virtual ~Driver() = default;
   virtual const std::string& name() const = 0;
-  // The executable targets this driver loads (ref: "ref").
+  // The executable target the compiler builds for this driver's devices (ref: "ref").
   virtual std::string target() const = 0;
+  // Whether its devices load executables of `target`: their own, and for cpu also "ref" (the
+  // kernels the CPU backend could not lower, run by the interpreter).
+  virtual bool loads(const std::string& target) const { return target == this->target(); }
   virtual std::vector<DeviceInfo> enumerate() = 0;
   virtual Result<std::shared_ptr<Device>> open(int64_t ordinal) = 0;
 };

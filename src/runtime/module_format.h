@@ -33,7 +33,9 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: launches carry their grid (`workgroups`) and push constants (`push`); the cpu payload
+// holds no IR (KILNCPU2) and kernels it does not compile come as an `exec.ref` executable.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMaxSections = 64;
 
 struct SectionInfo {

@@ -5,8 +5,9 @@
 //                  load_weight / wait / free, ending in return), the symbols with their
 //                  ranges, and the weight declarations. A program compiled in memory keeps
 //                  its kernel functions in the same module; they are never entry points.
-//   executables    one per target: the payload a driver loads (ref: IR text, one function
-//                  per kernel, kernel N is the N-th function)
+//   executables    one per target: the payload a driver loads, opaque to the runtime (ref,
+//                  sim: IR text, one function per kernel, kernel N is the N-th function;
+//                  cpu: compiled code, plus a `ref` one with the kernels it did not lower)
 //   weights        embedded weight data by name; weights not embedded are read (mmap) from
 //                  the file their declaration names
 //   stats          what the compiler computed per entry function (memory), for kiln dump

@@ -17,6 +17,8 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/codegen.h"
+#include "passes/kernel_grid.h"
 #include "passes/pass_manager.h"
 #include "runtime/cpu/abi.h"
 #include "runtime/sim/sim.h"
@@ -61,8 +63,8 @@ struct CpuRun {
       REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
     }
     for (const auto& f : m->funcs())
-      if (f->name() != "main") kernels.push_back(f.get());
-    auto c = cpu::compileCpuKernels(*m, kernels, "", target);
+      if (f->name() != "main" && isLoweredKernel(*f)) kernels.push_back(f.get());
+    auto c = cpu::compileCpuKernels(*m, kernels, target);
     REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
     payload = c->payload;
     if (payload.sharedObject.empty()) return;
@@ -88,9 +90,15 @@ struct CpuRun {
       for (int64_t d : t->shape()) extents.push_back(d);
     }
     for (const std::string& s : info.symbols) syms.push_back(dims.at(s));
-    KILN_TRY(sim::Grid g, sim::kernelGrid(*kernels[index], dims));
-    KilnCpuArgs args{ptrs.data(), extents.data(), syms.data(), {g.x, g.y, g.z}};
-    return fn(&args, 0, g.x * g.y * g.z);
+    // The grid the compiler records on the launch, which must be the prologue's.
+    KILN_TRY(auto grid, kernelGrid(*kernels[index]));
+    int64_t g[3];
+    for (size_t i = 0; i < 3; ++i) g[i] = *grid[i].evaluate(dims);
+    KILN_TRY(sim::Grid want, sim::kernelGrid(*kernels[index], dims));
+    if (g[0] != want.x || g[1] != want.y || g[2] != want.z)
+      return error(Loc{}, "the grid expressions disagree with the prologue");
+    KilnCpuArgs args{ptrs.data(), extents.data(), syms.data(), {g[0], g[1], g[2]}};
+    return fn(&args, 0, g[0] * g[1] * g[2]);
   }
 
   Status runKernel(size_t index, std::vector<HostTensor*> bufs, const SymbolBinding& dims) {
@@ -113,7 +121,7 @@ struct CpuRun {
       if (op->kind() == OpKind::Dispatch)
         for (size_t i = 0; i < kernels.size(); ++i)
           if (kernels[i]->name() == op->attrs().getStr("kernel")) k = i;
-      if (k < kernels.size() && payload.kernels[k].lowered) {
+      if (k < kernels.size()) {
         std::vector<HostTensor*> bufs;
         for (HostTensor& t : in) bufs.push_back(&t);
         std::vector<HostTensor> outs;
@@ -238,8 +246,6 @@ TEST_CASE("cpu: gather indices read from data are checked against the extent") {
   return %1, %3
 })");
   REQUIRE(cpu.kernels.size() == 2);
-  REQUIRE(cpu.payload.kernels[0].lowered);
-  REQUIRE(cpu.payload.kernels[1].lowered);
   HostTensor x = ramp(ElemType::F32, {4, 8}, 1.0);
   auto gather = [&](int64_t a, int64_t b) {
     HostTensor i(ElemType::I64, {2}), out(ElemType::F32, {2, 8});
@@ -307,7 +313,6 @@ func @k(%idx: buffer<3xi64>, %out: buffer<2x8xf32>) -> () {
 )",
              "cpu", "cpu", false);
   REQUIRE(cpu.kernels.size() == 1);
-  REQUIRE(cpu.payload.kernels[0].lowered);
   auto call = [&](int64_t row, int64_t col, int64_t mcol) {
     HostTensor i(ElemType::I64, {3}), out(ElemType::F32, {2, 8});
     i.setI(0, row);
@@ -357,7 +362,7 @@ func @raw(%idx: buffer<1xi64>, %out: buffer<8xf32>) -> () {
 }
 )");
   for (const char* name : {"wrapped", "raw"}) {
-    auto c = cpu::compileCpuKernels(*m, {m->lookupFunc(name)}, "", "cpu", cpu::CpuOutput::LlvmIr);
+    auto c = cpu::compileCpuKernels(*m, {m->lookupFunc(name)}, "cpu", cpu::CpuOutput::LlvmIr);
     REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
     INFO(c->text);
     // status 3 is returned directly or as a phi input

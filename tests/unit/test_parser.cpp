@@ -82,6 +82,32 @@ TEST_CASE("printAttrValue writes every kind canonically") {
   CHECK(printAttrValue(std::vector<int64_t>{}) == "[]");
   CHECK(printAttrValue(std::vector<double>{1.0, 2.5, -0.125}) == "[1.0, 2.5, -0.125]");
   CHECK(printAttrValue(ElemType::BF16) == "bf16");
+  CHECK(printAttrValue(std::vector<std::string>{"n ceildiv 64", "a\"b"}) ==
+        "[\"n ceildiv 64\", \"a\\\"b\"]");
+}
+
+TEST_CASE("string lists (a launch's workgroups and push) parse, print and round-trip") {
+  auto launch = [](const std::string& attrs) {
+    return "symbol n in [1, 8]\n\nfunc @f(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {\n"
+           "  %0 = transfer_to %x {device = \"ref[0]\"} : tensor<{n}xf32>\n"
+           "  launch %0, %0 {device = \"ref[0]\", kernel = \"k\", outputs = 1" +
+           attrs + "}\n  return %0\n}\n";
+  };
+  std::string text = launch(", push = [\"n\"], workgroups = [\"n ceildiv 4\", \"1\", \"1\"]");
+  auto m = parseOk(text);
+  const Op& op = onlyOp(*m, 1);
+  CHECK(op.attrs().getStrs("workgroups") == std::vector<std::string>{"n ceildiv 4", "1", "1"});
+  CHECK(op.attrs().getStrs("push") == std::vector<std::string>{"n"});
+  CHECK(printModule(*m) == text);
+  // `[]` is an empty string list where the op wants one.
+  auto empty = parseOk(launch(", push = []"));
+  const AttrValue* push = onlyOp(*empty, 1).attrs().find("push");
+  REQUIRE(push != nullptr);
+  CHECK(std::get<std::vector<std::string>>(*push).empty());
+  CHECK(parseErr(launch(", push = [\"n\", 1]")).find("expected a string (a list holds one kind)") !=
+        std::string::npos);
+  CHECK(parseErr(launch(", push = [1]"))
+            .find("attribute 'push' of 'launch' must be strs, found ints") != std::string::npos);
 }
 
 TEST_CASE("dense values print as splats or nested lists") {

@@ -9,6 +9,7 @@
 #include "compiler/compiler.h"
 #include "ir/interp.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/safetensors.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"
@@ -148,10 +149,11 @@ TEST_CASE("module file errors say what is wrong") {
     REQUIRE(!r.ok());
     return r.diags().str();
   };
-  std::string v2 = bytes;
-  v2[8] = 2;
-  CHECK(msg(v2).find("t.kmod: error: module format version 2 is not supported; this kiln reads "
-                     "version 1") != std::string::npos);
+  // Version 1 modules (grids computed by the runtime from kernel IR) are refused.
+  std::string v1 = bytes;
+  v1[8] = 1;
+  CHECK(msg(v1).find("t.kmod: error: module format version 1 is not supported; this kiln reads "
+                     "version 2") != std::string::npos);
   CHECK(msg("hello").find("truncated module: 5 bytes") != std::string::npos);
   CHECK(msg(std::string(64, 'x')).find("not a kiln module (bad magic)") != std::string::npos);
   CHECK(msg(bytes.substr(0, bytes.size() - 10)).find("truncated module: the header says") !=
@@ -275,8 +277,10 @@ TEST_CASE("ref devices: own memory, and a kernel never touches another device's 
   REQUIRE(in.ok());
   REQUIRE(out.ok());
   auto cb = (*d0)->createCommandBuffer();
-  cb->dispatch(**exe, 3, {{in->get(), ElemType::I32, {3}}, {in->get(), ElemType::I32, {3}}},
-               {{out->get(), ElemType::I32, {3}}}, {});
+  cb->dispatch(**exe, 3, {1, 1, 1}, {},
+               {{in->get(), ElemType::I32, {3}},
+                {in->get(), ElemType::I32, {3}},
+                {out->get(), ElemType::I32, {3}}});
   auto sem = (*d0)->createSemaphore(0);
   Status s = (*d0)->submit(*cb, nullptr, 0, *sem, 1);
   REQUIRE(!s.ok());
@@ -291,8 +295,10 @@ TEST_CASE("ref devices: own memory, and a kernel never touches another device's 
   REQUIRE((*good)->write(0, vals, sizeof vals).ok());
   CHECK(!(*good)->write(4, vals, sizeof vals).ok());
   auto cb2 = (*d0)->createCommandBuffer();
-  cb2->dispatch(**exe, 3, {{good->get(), ElemType::I32, {3}}, {good->get(), ElemType::I32, {3}}},
-                {{out->get(), ElemType::I32, {3}}}, {});
+  cb2->dispatch(**exe, 3, {1, 1, 1}, {},
+                {{good->get(), ElemType::I32, {3}},
+                 {good->get(), ElemType::I32, {3}},
+                 {out->get(), ElemType::I32, {3}}});
   auto sem2 = (*d0)->createSemaphore(0);
   Status s2 = (*d0)->submit(*cb2, nullptr, 0, *sem2, 7);
   REQUIRE_MESSAGE(s2.ok(), (s2.ok() ? "" : s2.diags().str()));
@@ -475,4 +481,55 @@ TEST_CASE("a freed buffer's memory serves the next allocation of its size") {
   auto e = (*d)->allocate(128);
   REQUIRE(e.ok());
   CHECK((*e)->map() != mine);
+}
+
+TEST_CASE("launches carry their grid; the executor evaluates it per call and sim checks it") {
+  const char* text = R"(symbol n in [1, 4096]
+func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = exp %x : tensor<{n}xf32>
+  %1 = mul %0, %x : tensor<{n}xf32>
+  return %1
+}
+)";
+  CompileOptions opts;
+  opts.placement.devices.devices = {"sim[0]"};
+  Program p = compile(text, opts);
+  const Op* launch = nullptr;
+  for (const auto& op : p.host->lookupFunc("main")->ops())
+    if (op->kind() == OpKind::Launch) launch = op.get();
+  REQUIRE(launch != nullptr);
+  std::vector<std::string> grid = launch->attrs().getStrs("workgroups");
+  REQUIRE(grid.size() == 3);
+  CHECK(grid[0].find('n') != std::string::npos); // the grid follows the symbolic dim
+  CHECK(launch->attrs().getStrs("push") == std::vector<std::string>{"n"});
+
+  auto source = parseModule(text, "t.kir");
+  REQUIRE(source.ok());
+  WeightStore none(**source);
+  auto run = [&](const Program& prog, int64_t n) -> Result<std::vector<HostTensor>> {
+    KILN_TRY(auto ex, Executor::create(std::make_shared<const Program>(prog)));
+    HostTensor x(ElemType::F32, {n});
+    for (int64_t i = 0; i < n; ++i) x.setF(i, 0.01 * double(i % 100) - 0.3);
+    KILN_TRY(auto got, ex->call("main", {x}));
+    KILN_TRY(auto want, interpret(*(*source)->lookupFunc("main"), {x}, none));
+    if (!got[0].identical(want[0])) return error(Loc{}, "results differ");
+    return got;
+  };
+  for (int64_t n : {3, 1000}) {
+    auto r = run(p, n);
+    CHECK_MESSAGE(r.ok(), "n = " << n << ": " << (r.ok() ? "" : r.diags().str()));
+  }
+  // A damaged grid (through the .kmod, which the schedule pass does not see) is refused by
+  // the sim device, which checks it against the kernel's prologue.
+  Program damaged = p;
+  damaged.host = std::shared_ptr<Module>(parseModule(printModule(*p.host), "t.kir").take());
+  for (const auto& op : damaged.host->lookupFunc("main")->ops())
+    if (op->kind() == OpKind::Launch)
+      op->attrs().set("workgroups", std::vector<std::string>{"n + 1", "1", "1"});
+  auto loaded = load(bytesOf(damaged));
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.diags().str()));
+  auto bad = run(loaded.take(), 3);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.diags().str().find("is dispatched over 4x1x1 workgroups but its prologue computes") !=
+        std::string::npos);
 }

@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "backends/llvm/emit.h"
-#include "ir/printer.h"
+#include "ir/push_constants.h"
 #include "passes/passes.h"
 
 namespace kiln::cpu {
@@ -20,8 +20,6 @@ namespace kiln::cpu {
 namespace {
 
 constexpr const char* kTriple = "x86_64-unknown-linux-gnu";
-
-bool isLowered(const Func& f) { return f.numArgs() > 0 && f.arg(0)->type().isBuffer(); }
 
 } // namespace
 
@@ -92,31 +90,34 @@ static std::set<std::string> aliasingKernels(const Module& m) {
 }
 
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
-                                      const std::string& irText, const std::string& target,
-                                      CpuOutput output) {
+                                      const std::string& target, CpuOutput output) {
   KILN_TRY(CpuTargetSpec spec, resolveCpuTarget(target));
   CpuCompiled out;
   CpuPayload& p = out.payload;
   p.cpu = spec.machine.cpu;
   p.features = spec.required;
-  p.ir = irText;
   llvm::LLVMContext ctx;
   auto lm = std::make_unique<llvm::Module>("kiln-kernels", ctx);
-  bool any = false;
   std::set<std::string> aliasing = aliasingKernels(m);
   for (size_t i = 0; i < kernels.size(); ++i) {
+    const Func& k = *kernels[i];
+    if (!isLoweredKernel(k))
+      return error(k.loc(),
+                   "internal: the CPU backend was given the tensor-level kernel @" + k.name());
+    KILN_TRY(llvmgen::EmittedKernel e,
+             llvmgen::emitCpuKernel(*lm, k, m.symbols(), "kiln_cpu_kernel_" + std::to_string(i),
+                                    aliasing.count(k.name()) > 0));
     CpuKernelInfo info;
-    info.name = kernels[i]->name();
-    if (isLowered(*kernels[i])) {
-      KILN_TRY(llvmgen::EmittedKernel e,
-               llvmgen::emitCpuKernel(*lm, *kernels[i], m.symbols(),
-                                      "kiln_cpu_kernel_" + std::to_string(i),
-                                      aliasing.count(kernels[i]->name()) > 0));
-      info.lowered = true;
-      info.symbol = e.symbol;
-      info.symbols = e.symbols;
-      any = true;
-    }
+    info.name = k.name();
+    info.symbol = e.symbol;
+    info.symbols = pushConstantSymbols(k);
+    // The code reads KilnCpuArgs::symbols[i] as its i-th symbol op's value: the push order.
+    if (e.symbols.size() > info.symbols.size() ||
+        !std::equal(e.symbols.begin(), e.symbols.end(), info.symbols.begin()))
+      return error(k.loc(), "internal: kernel @" + k.name() +
+                                " reads its symbols in another order than its push constants");
+    for (size_t a = 0; a < k.numArgs(); ++a)
+      info.args.push_back({k.arg(a)->type().elem(), k.arg(a)->type().rank()});
     p.kernels.push_back(std::move(info));
   }
   // Vectorize at the width the kernels were tiled for (LLVM's x86-64-v4 would otherwise
@@ -135,7 +136,7 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
     KILN_TRY(out.text, llvmgen::emitAssembly(*lm, *tm));
     return out;
   }
-  if (!any) return out;
+  if (kernels.empty()) return out;
   KILN_TRY(std::string object, llvmgen::emitObject(*lm, *tm));
   KILN_TRY(p.sharedObject, linkSharedObject(object));
   return out;
@@ -150,6 +151,7 @@ public:
     return n;
   }
   bool acceptsTarget(const std::string& target) const override { return isCpuTargetName(target); }
+  bool runsTensorKernels() const override { return false; }
   std::string targetNames() const override {
     std::string s;
     for (const std::string& n : cpuTargetNames()) s += (s.empty() ? "" : ", ") + n;
@@ -170,7 +172,7 @@ public:
                     : o.textKind == "asm" ? CpuOutput::Assembly
                                           : CpuOutput::Executable;
     KILN_TRY(CpuCompiled c,
-             compileCpuKernels(m, kernels, kernelIrText(m, kernels), targetOf(o), out));
+             compileCpuKernels(m, kernels, targetOf(o), out));
     if (o.text && out != CpuOutput::Executable) *o.text = c.text;
     return serializeCpuPayload(c.payload);
   }

@@ -43,10 +43,10 @@ struct CpuCompiled {
   std::string text;   // LLVM IR or assembly otherwise
 };
 
-// Compiles the kernel functions `kernels` of `m` (lowered ones to code, tensor-level ones
-// kept as IR for the interpreter); `irText` is their IR text, in the same order.
+// Compiles the lowered kernel functions `kernels` of `m` to code; kernel N of the payload is
+// kernels[N], reading its push constants in pushConstantSymbols order (ir/push_constants.h).
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
-                                      const std::string& irText, const std::string& target,
+                                      const std::string& target,
                                       CpuOutput output = CpuOutput::Executable);
 
 // The cpu target backend: the codegen pipeline on cpuCodegenTarget's description, the

@@ -12,6 +12,7 @@ public:
     return n;
   }
   bool acceptsTarget(const std::string&) const override { return false; }
+  bool runsTensorKernels() const override { return true; }
   std::string targetNames() const override { return ""; }
   Status addCodegenPasses(PassManager&, const BackendOptions&,
                           const std::vector<DeviceTarget>&) const override {

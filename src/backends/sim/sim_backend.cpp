@@ -14,6 +14,7 @@ public:
     return n;
   }
   bool acceptsTarget(const std::string& target) const override { return lookupTarget(target).ok(); }
+  bool runsTensorKernels() const override { return true; }
   std::string targetNames() const override {
     std::string s;
     for (const std::string& n : kiln::targetNames()) s += (s.empty() ? "" : ", ") + n;

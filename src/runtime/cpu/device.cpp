@@ -1,8 +1,9 @@
-// CpuDevice: a ref device (host memory, the interpreter for tensor-level kernels) whose
-// lowered kernels call their compiled entry points, workgroups split over the thread pool.
+// CpuDevice: a host-memory device whose kernels call their compiled entry points, workgroups
+// split over the thread pool; kernels of its `ref` executable run on the interpreter.
 #include <atomic>
 
 #include "runtime/cpu/cpu.h"
+#include "runtime/ref/ref.h"
 
 namespace kiln::hal::cpu {
 
@@ -27,7 +28,7 @@ int64_t chunkSize(int64_t workgroups, int threads) {
 } // namespace
 
 CpuDevice::CpuDevice(int64_t ordinal, int threads)
-    : RefDevice("cpu", ordinal), pool_(threads < 1 ? cpuThreadCount() : threads) {}
+    : HostDevice(DeviceId{"cpu", ordinal}), pool_(threads < 1 ? cpuThreadCount() : threads) {}
 
 std::string CpuDevice::description() const {
   return kiln::cpu::hostCpuModel() + ", " + std::to_string(threads()) + " threads, host memory";
@@ -35,58 +36,62 @@ std::string CpuDevice::description() const {
 
 Result<std::unique_ptr<Executable>> CpuDevice::loadExecutable(const std::string& target,
                                                               const std::string& payload) {
+  if (target == "ref") {
+    KILN_TRY(std::unique_ptr<ref::RefExecutable> exe, ref::RefExecutable::load(target, payload));
+    return std::unique_ptr<Executable>(std::move(exe));
+  }
   if (target != "cpu")
     return error(Loc::named(id().str()), "cannot load an executable for target '" + target +
-                                             "' (cpu devices load target 'cpu')");
+                                             "' (cpu devices load targets 'cpu' and 'ref')");
   KILN_TRY(std::unique_ptr<CpuExecutable> exe, CpuExecutable::load(payload));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
-Status CpuDevice::dispatchLowered(const ref::RefExecutable& exe, const Func& f,
-                                  const ref::RefCommandBuffer::Command& c) {
-  auto* cexe = dynamic_cast<const CpuExecutable*>(&exe);
-  KilnCpuKernelFn entry = cexe ? cexe->entry(c.kernel) : nullptr;
-  if (!entry) return RefDevice::dispatchLowered(exe, f, c); // kernel IR without code
+Status CpuDevice::dispatch(const host::HostCommandBuffer::Command& c) {
   Loc loc = Loc::named(id().str());
-  std::string name = "kernel @" + f.name();
-  size_t n = c.inputs.size() + c.outputs.size();
-  if (n != f.numArgs())
-    return error(loc, name + " takes " + std::to_string(f.numArgs()) + " buffers, got " +
+  if (c.kernel >= c.exe->numKernels())
+    return error(loc, "dispatch of kernel " + std::to_string(c.kernel) +
+                          " but the executable has " + std::to_string(c.exe->numKernels()));
+  if (auto* exe = dynamic_cast<const CpuExecutable*>(c.exe)) return run(*exe, c);
+  if (auto* exe = dynamic_cast<const ref::RefExecutable*>(c.exe))
+    return ref::runInterpreted(*this, *exe, c);
+  return error(loc, "dispatch of an executable that was not loaded by a cpu device");
+}
+
+Status CpuDevice::run(const CpuExecutable& exe, const host::HostCommandBuffer::Command& c) {
+  Loc loc = Loc::named(id().str());
+  const kiln::cpu::CpuKernelInfo& info = exe.info(c.kernel);
+  std::string name = "kernel @" + info.name;
+  size_t n = c.bindings.size();
+  if (n != info.args.size())
+    return error(loc, name + " takes " + std::to_string(info.args.size()) + " buffers, got " +
                           std::to_string(n));
-  std::vector<void*> buffers;
+  if (c.pushConstants.size() != info.symbols.size())
+    return error(loc, name + " reads " + std::to_string(info.symbols.size()) +
+                          " push constants, the dispatch has " +
+                          std::to_string(c.pushConstants.size()));
+  std::vector<void*> buffers(n);
   std::vector<int64_t> extents;
   for (size_t i = 0; i < n; ++i) {
-    bool in = i < c.inputs.size();
-    const Binding& b = in ? c.inputs[i] : c.outputs[i - c.inputs.size()];
-    KILN_CHECK(checkResident(b, f.name(), in ? "input" : "output", in ? i : i - c.inputs.size()));
-    const Type& t = f.arg(i)->type();
-    bool good = b.elem == t.elem() && static_cast<int64_t>(b.shape.size()) == t.rank();
-    for (int64_t d = 0; good && d < t.rank(); ++d) {
-      std::optional<int64_t> v =
-          t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(c.dims);
-      good = v && *v == b.shape[static_cast<size_t>(d)];
-    }
-    if (!good)
-      return error(loc,
-                   name + " buffer " + std::to_string(i) + " does not match its type " + t.str());
-    buffers.push_back(b.buffer->map());
+    const Binding& b = c.bindings[i];
+    KILN_CHECK(checkBinding(b, info.name, "buffer", i));
+    const kiln::cpu::CpuArgInfo& a = info.args[i];
+    if (b.elem != a.elem || static_cast<int64_t>(b.shape.size()) != a.rank)
+      return error(loc, name + " buffer " + std::to_string(i) + " is not of rank " +
+                            std::to_string(a.rank) + " and element type " +
+                            std::string(elemTypeName(a.elem)));
+    buffers[i] = b.buffer->map();
     extents.insert(extents.end(), b.shape.begin(), b.shape.end());
   }
-  std::vector<int64_t> symbols;
-  for (const std::string& s : cexe->info(c.kernel).symbols) {
-    auto it = c.dims.find(s);
-    if (it == c.dims.end())
-      return error(loc, name + " reads the symbol '" + s + "', which the dispatch does not bind");
-    symbols.push_back(it->second);
-  }
-  KILN_TRY(sim::Grid grid, cexe->grid(c.kernel, c.dims));
+  const Workgroups& w = c.workgroups;
   int64_t total = 0;
-  if (grid.x < 0 || grid.y < 0 || grid.z < 0 || __builtin_mul_overflow(grid.x, grid.y, &total) ||
-      __builtin_mul_overflow(total, grid.z, &total))
-    return error(loc, name + " has an invalid grid " + std::to_string(grid.x) + "x" +
-                          std::to_string(grid.y) + "x" + std::to_string(grid.z));
+  if (w[0] < 0 || w[1] < 0 || w[2] < 0 || __builtin_mul_overflow(w[0], w[1], &total) ||
+      __builtin_mul_overflow(total, w[2], &total))
+    return error(loc, name + " has an invalid grid " + std::to_string(w[0]) + "x" +
+                          std::to_string(w[1]) + "x" + std::to_string(w[2]));
   if (total == 0) return ok();
-  KilnCpuArgs args{buffers.data(), extents.data(), symbols.data(), {grid.x, grid.y, grid.z}};
+  KilnCpuArgs args{buffers.data(), extents.data(), c.pushConstants.data(), {w[0], w[1], w[2]}};
+  KilnCpuKernelFn entry = exe.entry(c.kernel);
   std::atomic<int32_t> status{kKilnCpuOk};
   pool_.run(total, chunkSize(total, pool_.threads()), [&](int64_t begin, int64_t end) {
     if (status.load(std::memory_order_relaxed) != kKilnCpuOk) return;

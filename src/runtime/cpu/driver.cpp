@@ -9,6 +9,9 @@ class CpuDriver : public Driver {
 public:
   const std::string& name() const override { return name_; }
   std::string target() const override { return "cpu"; }
+  bool loads(const std::string& target) const override {
+    return target == "cpu" || target == "ref";
+  }
   std::vector<DeviceInfo> enumerate() override {
     return {{DeviceId{"cpu", 0}, kiln::cpu::hostCpuModel() + ", " +
                                      std::to_string(cpuThreadCount()) + " threads, host memory"}};

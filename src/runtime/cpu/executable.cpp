@@ -1,6 +1,5 @@
 // CpuExecutable: parses the payload, refuses code that needs CPU features this host lacks,
-// parses the kernels' IR, loads the shared object and resolves every lowered kernel's entry
-// point.
+// loads the shared object and resolves every kernel's entry point. No IR is involved.
 #include <algorithm>
 
 #include "runtime/cpu/cpu.h"
@@ -13,8 +12,6 @@ const Loc& where() {
   static const Loc loc = Loc::named("<cpu executable>");
   return loc;
 }
-
-bool isLoweredKernel(const Func& f) { return f.numArgs() > 0 && f.arg(0)->type().isBuffer(); }
 
 std::string joined(const std::vector<std::string>& items) {
   std::string s;
@@ -52,47 +49,14 @@ Result<std::unique_ptr<CpuExecutable>> CpuExecutable::load(const std::string& pa
   KILN_TRY(exe->payload_, kiln::cpu::parseCpuPayload(payload));
   const kiln::cpu::CpuPayload& p = exe->payload_;
   KILN_CHECK(checkFeatures(p));
-  KILN_CHECK(exe->parse("cpu", p.ir));
-  if (p.kernels.size() != exe->numKernels())
-    return error(where(), "the payload describes " + std::to_string(p.kernels.size()) +
-                              " kernels but its IR has " + std::to_string(exe->numKernels()));
-  bool anyLowered = false;
-  for (size_t i = 0; i < p.kernels.size(); ++i) {
-    const kiln::cpu::CpuKernelInfo& k = p.kernels[i];
-    const Func& f = exe->kernel(i);
-    if (k.name != f.name())
-      return error(where(), "kernel " + std::to_string(i) + " is @" + f.name() +
-                                " in the IR but '" + k.name + "' in the payload");
-    // Kernel IR without compiled code is allowed: the device simulates it (slowly).
-    if (k.lowered && !isLoweredKernel(f))
-      return error(where(), "kernel @" + f.name() + " is marked lowered but is tensor-level");
-    anyLowered = anyLowered || k.lowered;
-  }
-  exe->entries_.assign(p.kernels.size(), nullptr);
-  if (!anyLowered) return exe;
-  if (p.sharedObject.empty())
-    return error(where(), "the payload has lowered kernels but no compiled code");
+  if (p.kernels.empty()) return exe;
+  if (p.sharedObject.empty()) return error(where(), "the payload has kernels but no code");
   KILN_TRY(exe->code_, SharedObject::load(p.sharedObject, where()));
-  for (size_t i = 0; i < p.kernels.size(); ++i) {
-    if (!p.kernels[i].lowered) continue;
-    KILN_TRY(void* sym, exe->code_->symbol(p.kernels[i].symbol, where()));
-    exe->entries_[i] = reinterpret_cast<KilnCpuKernelFn>(sym);
+  for (const kiln::cpu::CpuKernelInfo& k : p.kernels) {
+    KILN_TRY(void* sym, exe->code_->symbol(k.symbol, where()));
+    exe->entries_.push_back(reinterpret_cast<KilnCpuKernelFn>(sym));
   }
   return exe;
-}
-
-Result<sim::Grid> CpuExecutable::grid(size_t kernel, const SymbolBinding& dims) const {
-  auto key = std::make_pair(kernel, dims);
-  {
-    std::lock_guard<std::mutex> lock(gridMu_);
-    if (auto it = grids_.find(key); it != grids_.end()) return it->second;
-  }
-  KILN_TRY(sim::Grid g, sim::kernelGrid(this->kernel(kernel), dims));
-  std::lock_guard<std::mutex> lock(gridMu_);
-  constexpr size_t kMaxRemembered = 4096; // bindings vary with sequence lengths; stay bounded
-  if (grids_.size() >= kMaxRemembered) grids_.clear();
-  grids_.emplace(std::move(key), g);
-  return g;
 }
 
 } // namespace kiln::hal::cpu

@@ -1,8 +1,8 @@
-// The cpu executable's payload container: magic "KILNCPU1", then the fields of CpuPayload
+// The cpu executable's payload container: magic "KILNCPU2", then the fields of CpuPayload
 // in declaration order. A string is a u64 little-endian length and its bytes; a list is a
-// u64 count and its items; a bool is one byte (0 or 1). Every length and count is checked
-// against the bytes that remain, so a truncated or hostile payload is an error, not a read
-// past the end or a huge allocation.
+// u64 count and its items; an argument is its element type's name and its rank (u64). Every length
+// and count is checked against the bytes that remain, so a truncated or hostile payload is an
+// error, not a read past the end or a huge allocation.
 #include <cstring>
 
 #include "runtime/cpu/payload.h"
@@ -11,7 +11,7 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr char kMagic[] = "KILNCPU1";
+constexpr char kMagic[] = "KILNCPU2";
 constexpr size_t kMagicBytes = 8;
 
 void putU64(std::string& out, uint64_t v) {
@@ -52,13 +52,6 @@ public:
     return s;
   }
 
-  Result<bool> flag(const char* what) {
-    if (remaining() < 1) return truncated(what);
-    uint8_t b = static_cast<uint8_t>(bytes_[pos_++]);
-    if (b > 1) return bad(std::string("bad ") + what + " flag " + std::to_string(b));
-    return b == 1;
-  }
-
   // A count of items that each take at least `minItemBytes`: a count the remaining bytes
   // cannot hold is refused before anything is allocated for it.
   Result<uint64_t> count(const char* what, uint64_t minItemBytes) {
@@ -96,13 +89,16 @@ std::string serializeCpuPayload(const CpuPayload& p) {
   std::string out(kMagic, kMagicBytes);
   putStr(out, p.cpu);
   putList(out, p.features);
-  putStr(out, p.ir);
   putU64(out, p.kernels.size());
   for (const CpuKernelInfo& k : p.kernels) {
     putStr(out, k.name);
-    out.push_back(k.lowered ? 1 : 0);
     putStr(out, k.symbol);
     putList(out, k.symbols);
+    putU64(out, k.args.size());
+    for (const CpuArgInfo& a : k.args) {
+      putStr(out, std::string(elemTypeName(a.elem)));
+      putU64(out, static_cast<uint64_t>(a.rank));
+    }
   }
   putStr(out, p.sharedObject);
   return out;
@@ -110,20 +106,32 @@ std::string serializeCpuPayload(const CpuPayload& p) {
 
 Result<CpuPayload> parseCpuPayload(const std::string& bytes) {
   if (bytes.size() < kMagicBytes || std::memcmp(bytes.data(), kMagic, kMagicBytes) != 0)
-    return Reader::bad("not a cpu executable payload (no KILNCPU1 header)");
+    return Reader::bad("not a cpu executable payload of this version (no KILNCPU2 header); "
+                       "recompile it with this version of kiln");
   Reader r(bytes);
   CpuPayload p;
   KILN_TRY(p.cpu, r.str("the CPU name"));
   KILN_TRY(p.features, r.list("the feature list"));
-  KILN_TRY(p.ir, r.str("the kernel IR"));
-  // A kernel takes at least its two strings' lengths, its flag and its symbol count.
-  KILN_TRY(uint64_t kernels, r.count("the kernel list", 8 * 3 + 1));
+  // A kernel takes at least its two strings' lengths and its two counts.
+  KILN_TRY(uint64_t kernels, r.count("the kernel list", 8 * 4));
   for (uint64_t i = 0; i < kernels; ++i) {
     CpuKernelInfo k;
     KILN_TRY(k.name, r.str("a kernel name"));
-    KILN_TRY(k.lowered, r.flag("a kernel's lowered"));
     KILN_TRY(k.symbol, r.str("a kernel's entry point"));
-    KILN_TRY(k.symbols, r.list("a kernel's symbols"));
+    KILN_TRY(k.symbols, r.list("a kernel's push constants"));
+    KILN_TRY(uint64_t args, r.count("a kernel's arguments", 8 * 2));
+    for (uint64_t a = 0; a < args; ++a) {
+      KILN_TRY(std::string elem, r.str("an argument's element type"));
+      std::optional<ElemType> t = parseElemType(elem);
+      if (!t)
+        return Reader::bad("kernel '" + k.name + "' has an argument of unknown type '" + elem +
+                           "'");
+      KILN_TRY(uint64_t rank, r.u64("an argument's rank"));
+      if (rank > 64)
+        return Reader::bad("kernel '" + k.name + "' has an argument of rank " +
+                           std::to_string(rank));
+      k.args.push_back({*t, static_cast<int64_t>(rank)});
+    }
     p.kernels.push_back(std::move(k));
   }
   KILN_TRY(p.sharedObject, r.str("the shared object"));

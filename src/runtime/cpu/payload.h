@@ -3,26 +3,34 @@
 // then length-prefixed fields); a malformed payload is an error, never a crash.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/elem_type.h"
 
 namespace kiln::cpu {
 
-struct CpuKernelInfo {
-  std::string name;                 // the kernel function's name in `ir`
-  bool lowered = false;             // false: a tensor-level kernel the interpreter runs
-  std::string symbol;               // the exported entry point (kiln_cpu_kernel_N) when lowered
-  std::vector<std::string> symbols; // module symbols the code reads, in KilnCpuArgs order
+// One kernel argument as the ABI sees it: a buffer of `elem` whose `rank` extents it reads.
+struct CpuArgInfo {
+  ElemType elem = ElemType::F32;
+  int64_t rank = 0;
 };
 
+struct CpuKernelInfo {
+  std::string name;                 // the kernel function's name (what launches name)
+  std::string symbol;               // the exported entry point (kiln_cpu_kernel_N)
+  std::vector<std::string> symbols; // its push constants (the launch's `push`), in order
+  std::vector<CpuArgInfo> args;     // its buffers: inputs, then outputs
+};
+
+// Every kernel is lowered: those the backend could not lower go into a `ref` executable.
 struct CpuPayload {
   std::string cpu;                    // LLVM CPU name the code was compiled for ("x86-64-v3")
   std::vector<std::string> features;  // host features the code needs ("avx2", "fma", ...)
-  std::string ir;                     // every kernel as kiln IR text, in kernel order
-  std::vector<CpuKernelInfo> kernels; // one per function of `ir`, same order
-  std::string sharedObject;           // the ELF image (empty when no kernel is lowered)
+  std::vector<CpuKernelInfo> kernels; // in kernel order
+  std::string sharedObject;           // the ELF image (empty when there is no kernel)
 };
 
 // The CPU features the runtime can check on the host (cpuid), in LLVM's spelling: the

@@ -1,0 +1,153 @@
+// HostDevice: memory accounting with the freed-buffer cache, and the synchronous queue.
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/host/host.h"
+#include "runtime/semaphore.h"
+
+namespace kiln::hal::host {
+
+namespace {
+// Host memory; this bound keeps a hostile size from reaching the allocator.
+constexpr uint64_t kMaxBufferBytes = uint64_t(16) << 30;
+
+// At least one byte, so that empty tensors still have a distinct address; aligned_alloc
+// wants a multiple of the alignment.
+uint64_t roundedSize(uint64_t bytes) {
+  return ((bytes ? bytes : 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+}
+} // namespace
+
+DeviceLimits HostDevice::limits() const { return {kMaxBufferBytes, kMaxBufferBytes}; }
+
+MemoryStats HostDevice::memoryStats() const {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  return stats_;
+}
+
+void HostDevice::resetPeak() {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  stats_.peakBytes = stats_.bytesInUse;
+}
+
+void HostDevice::recycle(HostMemory memory, uint64_t bytes) {
+  uint64_t rounded = roundedSize(bytes);
+  std::lock_guard<std::mutex> lock(statsMu_);
+  stats_.bytesInUse -= bytes;
+  if (cachedBytes_ + rounded > kMaxCachedBytes) return; // freed here
+  cache_[rounded].push_back(std::move(memory));
+  cachedBytes_ += rounded;
+}
+
+Result<std::unique_ptr<Buffer>> HostDevice::allocate(uint64_t bytes) {
+  Loc loc = Loc::named(id_.str());
+  if (bytes > kMaxBufferBytes)
+    return error(loc, "cannot allocate " + std::to_string(bytes) + " bytes (the limit is " +
+                          std::to_string(kMaxBufferBytes) + ")");
+  uint64_t rounded = roundedSize(bytes);
+  HostMemory data;
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+      data = std::move(it->second.back());
+      it->second.pop_back();
+      cachedBytes_ -= rounded;
+    }
+  }
+  if (!data) data.reset(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
+  if (!data) return error(loc, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.bytesInUse += bytes;
+    stats_.allocations += 1;
+    if (stats_.bytesInUse > stats_.peakBytes) stats_.peakBytes = stats_.bytesInUse;
+  }
+  return std::unique_ptr<Buffer>(std::make_unique<HostBuffer>(*this, std::move(data), bytes));
+}
+
+std::unique_ptr<Buffer> HostDevice::importHost(uint8_t* data, uint64_t bytes) {
+  if (!data || reinterpret_cast<uintptr_t>(data) % kHostAlignment != 0) return nullptr;
+  return std::make_unique<HostBuffer>(*this, HostMemory(data, HostMemoryFree{false}), bytes);
+}
+
+std::unique_ptr<CommandBuffer> HostDevice::createCommandBuffer() {
+  return std::make_unique<HostCommandBuffer>();
+}
+
+std::unique_ptr<Semaphore> HostDevice::createSemaphore(uint64_t initial) {
+  return std::make_unique<HostSemaphore>(initial);
+}
+
+Status HostDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
+                          Semaphore& signal, uint64_t signalValue) {
+  auto* hcb = dynamic_cast<HostCommandBuffer*>(&cb);
+  if (!hcb)
+    return error(Loc::named(id_.str()), "command buffer was not created by a host-memory device");
+  // The queue runs on the caller's thread: a wait for a value nobody signaled yet could
+  // never end, so it is refused instead of blocking forever.
+  if (wait && wait->value() < waitValue)
+    return error(Loc::named(id_.str()), "submission waits for semaphore value " +
+                                            std::to_string(waitValue) + ", which is not signaled");
+  if (wait) KILN_CHECK(wait->wait(waitValue));
+  std::lock_guard<std::mutex> lock(queue_);
+  for (const HostCommandBuffer::Command& c : hcb->commands()) {
+    Status s = execute(c);
+    if (!s.ok()) {
+      signal.fail(s.diags());
+      return s;
+    }
+  }
+  signal.signal(signalValue);
+  return ok();
+}
+
+Status HostDevice::checkBinding(const Binding& b, const std::string& kernel, const char* role,
+                                size_t i) const {
+  Loc loc = Loc::named(id_.str());
+  std::string what = std::string(role) + " " + std::to_string(i);
+  if (!b.buffer) return error(loc, "kernel @" + kernel + ": " + what + " has no buffer");
+  if (&b.buffer->device() != this)
+    return error(loc, "kernel @" + kernel + " on " + id_.str() + ": " + what + " is a buffer of " +
+                          b.buffer->device().id().str() + "; it must be transferred to " +
+                          id_.str() + " first");
+  int64_t n = 1;
+  for (int64_t d : b.shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return error(loc, "kernel @" + kernel + ": " + what + " has an invalid shape");
+  uint64_t need = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), elemTypeBytes(b.elem), &need) ||
+      need > b.buffer->byteSize())
+    return error(loc, "kernel @" + kernel + ": " + what + " needs " + std::to_string(need) +
+                          " bytes but its buffer has " + std::to_string(b.buffer->byteSize()));
+  return ok();
+}
+
+Status HostDevice::execute(const HostCommandBuffer::Command& c) {
+  Loc loc = Loc::named(id_.str());
+  switch (c.kind) {
+  case HostCommandBuffer::Command::Dispatch: return dispatch(c);
+  case HostCommandBuffer::Command::Copy: {
+    if (&c.dst->device() != this)
+      return error(loc, "copy into a buffer of " + c.dst->device().id().str() + " submitted to " +
+                            id_.str());
+    uint8_t* src = c.src->map();
+    if (!src) return error(loc, "copy from a buffer the host cannot map");
+    if (c.srcOffset > c.src->byteSize() || c.bytes > c.src->byteSize() - c.srcOffset)
+      return error(loc, "copy reads outside its source buffer");
+    return c.dst->write(c.dstOffset, src + c.srcOffset, c.bytes);
+  }
+  case HostCommandBuffer::Command::Fill: {
+    if (&c.dst->device() != this)
+      return error(loc, "fill of a buffer of " + c.dst->device().id().str() + " submitted to " +
+                            id_.str());
+    if (c.dstOffset > c.dst->byteSize() || c.bytes > c.dst->byteSize() - c.dstOffset)
+      return error(loc, "fill writes outside its buffer");
+    std::memset(c.dst->map() + c.dstOffset, c.pattern, c.bytes);
+    return ok();
+  }
+  case HostCommandBuffer::Command::Barrier: return ok();
+  }
+  return ok();
+}
+
+} // namespace kiln::hal::host

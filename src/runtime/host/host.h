@@ -1,0 +1,116 @@
+// What the host-memory drivers (ref, sim, cpu) share: buffers of 64-byte-aligned host memory
+// with a cache of freed memory, a command buffer that records commands, and a queue that runs
+// them synchronously on the submitting thread. Each driver derives its device from HostDevice
+// and supplies executable loading and dispatch; copies, fills and barriers are run here.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/hal.h"
+
+namespace kiln::hal::host {
+
+class HostDevice;
+
+// Host memory aligned to kHostAlignment bytes (a cache line, one AVX-512 vector): the cpu
+// driver's compiled kernels may rely on it.
+constexpr uint64_t kHostAlignment = 64;
+struct HostMemoryFree {
+  bool owned = true; // false: imported memory the caller frees
+  void operator()(uint8_t* p) const;
+};
+using HostMemory = std::unique_ptr<uint8_t, HostMemoryFree>;
+
+class HostBuffer : public Buffer {
+public:
+  HostBuffer(HostDevice& device, HostMemory data, uint64_t bytes)
+      : device_(device), data_(std::move(data)), bytes_(bytes) {}
+  ~HostBuffer() override;
+  Device& device() override;
+  uint64_t byteSize() const override { return bytes_; }
+  Status write(uint64_t offset, const void* src, uint64_t bytes) override;
+  Status read(uint64_t offset, void* dst, uint64_t bytes) const override;
+  uint8_t* map() override { return data_.get(); }
+
+private:
+  HostDevice& device_;
+  HostMemory data_;
+  uint64_t bytes_;
+};
+
+class HostCommandBuffer : public CommandBuffer {
+public:
+  struct Command {
+    enum Kind { Dispatch, Copy, Fill, Barrier };
+    Kind kind = Barrier;
+    const Executable* exe = nullptr;
+    size_t kernel = 0;
+    Workgroups workgroups{};
+    std::vector<int64_t> pushConstants;
+    std::vector<Binding> bindings;
+    Buffer* src = nullptr;
+    Buffer* dst = nullptr;
+    uint64_t srcOffset = 0, dstOffset = 0, bytes = 0;
+    uint8_t pattern = 0;
+  };
+  void dispatch(const Executable& exe, size_t kernel, Workgroups workgroups,
+                std::vector<int64_t> pushConstants, std::vector<Binding> bindings) override;
+  void copy(Buffer& src, uint64_t srcOffset, Buffer& dst, uint64_t dstOffset,
+            uint64_t bytes) override;
+  void fill(Buffer& dst, uint64_t offset, uint64_t bytes, uint8_t pattern) override;
+  void barrier() override;
+  size_t numCommands() const override { return commands_.size(); }
+  const std::vector<Command>& commands() const { return commands_; }
+
+private:
+  std::vector<Command> commands_;
+};
+
+class HostDevice : public Device {
+public:
+  explicit HostDevice(DeviceId id) : id_(std::move(id)) {}
+  const DeviceId& id() const override { return id_; }
+  DeviceLimits limits() const override;
+  MemoryStats memoryStats() const override;
+  void resetPeak() override;
+
+  Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  // Host memory aligned to kHostAlignment; not counted in memoryStats (the caller owns it).
+  std::unique_ptr<Buffer> importHost(uint8_t* data, uint64_t bytes) override;
+  std::unique_ptr<CommandBuffer> createCommandBuffer() override;
+  std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) override;
+  Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
+                uint64_t signalValue) override;
+
+  // A buffer's memory back from its destructor: kept for a later allocation of the same
+  // rounded size (up to kMaxCachedBytes in all; a call allocates the same sizes as the last
+  // one, and fresh memory costs a page fault per page), else freed. memoryStats counts live
+  // buffers only.
+  void recycle(HostMemory memory, uint64_t bytes);
+  static constexpr uint64_t kMaxCachedBytes = uint64_t(1) << 30;
+
+  // Binding `role i` (input 0, buffer 2) of a dispatch of `kernel`: a buffer of this device
+  // that holds its tensor.
+  Status checkBinding(const Binding& b, const std::string& kernel, const char* role,
+                      size_t i) const;
+
+protected:
+  // Runs one recorded dispatch on the submitting thread.
+  virtual Status dispatch(const HostCommandBuffer::Command& c) = 0;
+
+private:
+  Status execute(const HostCommandBuffer::Command& c);
+
+  DeviceId id_;
+  std::mutex queue_;
+  mutable std::mutex statsMu_; // guards stats_ and the cache
+  MemoryStats stats_;
+  std::map<uint64_t, std::vector<HostMemory>> cache_; // freed memory by rounded size
+  uint64_t cachedBytes_ = 0;
+};
+
+} // namespace kiln::hal::host
