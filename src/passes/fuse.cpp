@@ -5,7 +5,8 @@
 //              function, called by one `dispatch`; sources (constant, weight, iota, range,
 //              dim) stay in the caller and are passed as operands; a kernel has at most one
 //              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
-//              is always alone); groups are convex, so the caller stays in SSA order.
+//              is always alone), unless a registered multi-anchor pattern (fuse.h) formed
+//              it; groups are convex, so the caller stays in SSA order.
 // Invalidates: op order in the caller (re-sorted topologically, otherwise in source order).
 //
 //   %1 = matmul %x, %w : tensor<4x8xf32>         %1 = dispatch %x, %w {kernel = "main_dispatch_0"}
@@ -32,6 +33,7 @@
 #include "ir/builder.h"
 #include "passes/codegen.h"
 #include "passes/donate.h"
+#include "passes/fuse.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -67,8 +69,9 @@ bool isTranscendental(const Op& op) {
 
 class Grouping {
 public:
-  Grouping(Func& f, const FusionRules& rules, std::set<const Op*> alone)
-      : f_(f), rules_(rules), ops_(f.opsSnapshot()), alone_(std::move(alone)) {
+  Grouping(Func& f, const FusionRules& rules, std::set<const Op*> alone,
+           const std::vector<FusionPattern>& patterns)
+      : f_(f), rules_(rules), ops_(f.opsSnapshot()), alone_(std::move(alone)), patterns_(patterns) {
     for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
     group_.assign(ops_.size(), -1);
   }
@@ -76,7 +79,8 @@ public:
   void run() {
     for (size_t i = ops_.size(); i-- > 0;) {
       Op& op = *ops_[i];
-      if (!isComputing(op)) continue;
+      if (!isComputing(op) || group_[i] >= 0) continue;
+      if (groupPattern(op)) continue;
       std::optional<int> target = consumerGroup(op);
       if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target)) {
         add(*target, i);
@@ -96,6 +100,68 @@ public:
   const std::vector<Op*>& ops() const { return ops_; }
 
 private:
+  // The first multi-anchor pattern whose instance ends at `root` forms a group: it joins
+  // the group of root's users by elementwise-into-producer (an anchor-free group whose
+  // outputs have root's shape), or starts a new one. False when no pattern applies.
+  bool groupPattern(const Op& root) {
+    for (const FusionPattern& p : patterns_) {
+      std::vector<const Op*> members = p.match(root);
+      std::set<const Op*> set(members.begin(), members.end());
+      if (members.empty() || !set.count(&root) || !patternSupported(members) || !convex(set))
+        continue;
+      std::optional<int> target = consumerGroup(root);
+      if (target && !aloneGroups_.count(*target) && canJoin(root, *target)) {
+        std::set<const Op*> merged = set;
+        for (size_t i : groups_[static_cast<size_t>(*target)]) merged.insert(ops_[i]);
+        if (!convex(merged)) target.reset();
+      } else {
+        target.reset();
+      }
+      if (!target) {
+        groups_.push_back({});
+        target = static_cast<int>(groups_.size()) - 1;
+      }
+      for (const Op* m : members) add(*target, index_.at(m));
+      return true;
+    }
+    return false;
+  }
+
+  // Every op computing, not grouped yet, supported by `lower`, and not a donated writer.
+  bool patternSupported(const std::vector<const Op*>& members) const {
+    for (const Op* m : members) {
+      auto it = index_.find(m);
+      if (it == index_.end() || group_[it->second] >= 0 || !isComputing(*m) || !lowerSupports(*m) ||
+          alone_.count(m))
+        return false;
+    }
+    return true;
+  }
+
+  // No path leaves the set and comes back into it.
+  bool convex(const std::set<const Op*>& set) const {
+    size_t lo = SIZE_MAX;
+    for (const Op* m : set) lo = std::min(lo, index_.at(m));
+    for (const Op* m : set) {
+      std::vector<const Op*> stack;
+      for (const Value* v : m->operands())
+        if (v->def() && !set.count(v->def())) stack.push_back(v->def());
+      std::set<const Op*> seen;
+      while (!stack.empty()) {
+        const Op* cur = stack.back();
+        stack.pop_back();
+        if (index_.at(cur) < lo || !seen.insert(cur).second) continue;
+        for (const Value* v : cur->operands()) {
+          const Op* d = v->def();
+          if (!d) continue;
+          if (set.count(d)) return false;
+          stack.push_back(d);
+        }
+      }
+    }
+    return true;
+  }
+
   void add(int g, size_t i) {
     group_[i] = g;
     groups_[static_cast<size_t>(g)].push_back(i);
@@ -126,6 +192,12 @@ private:
     return nullptr;
   }
 
+  bool hasContraction(int g) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (ops_[i]->has(kContraction)) return true;
+    return false;
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     if (op.has(kView)) {
@@ -133,7 +205,7 @@ private:
     } else if (op.has(kElementwise)) {
       if (!rules_.elementwiseIntoConsumer) return false;
       if (!rules_.transcendentalIntoContraction && isTranscendental(op))
-        if (const Op* a = anchorOf(g); a && a->has(kContraction)) return false;
+        if (hasContraction(g)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The group's outputs must span the anchor's iteration space.
@@ -176,6 +248,7 @@ private:
   std::vector<std::vector<size_t>> groups_;
   std::set<const Op*> alone_; // writers of donated arguments
   std::set<int> aloneGroups_;
+  const std::vector<FusionPattern>& patterns_;
 };
 
 std::string freshName(const Module& m, const std::string& base, int& counter) {
@@ -237,7 +310,8 @@ Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
   return d;
 }
 
-Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
+Status formDispatches(Module& m, Func& f, const FusionRules& rules,
+                      const std::vector<FusionPattern>& patterns, int& counter) {
   KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
   std::map<const Op*, Value*> inPlace; // writer -> the operand it writes over
   std::set<const Op*> alone;
@@ -246,7 +320,7 @@ Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
       inPlace[d.writer] = d.writer->operand(d.operand);
       alone.insert(d.writer);
     }
-  Grouping g(f, rules, std::move(alone));
+  Grouping g(f, rules, std::move(alone), patterns);
   g.run();
   const std::vector<Op*>& ops = g.ops();
   // Units: a group, or an op outside every group; emitted in a topological order that keeps
@@ -303,6 +377,8 @@ Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
 
 class FusePass : public Pass {
 public:
+  explicit FusePass(std::vector<FusionPattern> patterns) : patterns_(std::move(patterns)) {}
+
   Status run(Module& m) override {
     std::set<std::string> kernels;
     for (const auto& f : m.funcs())
@@ -315,10 +391,26 @@ public:
     for (Func* f : todo) KILN_CHECK(fuseFunc(m, *f, codegenContext().target.fusion, counter));
     return ok();
   }
+
+private:
+  Status fuseFunc(Module& m, Func& f, const FusionRules& rules, int& counter) {
+    return formDispatches(m, f, rules, patterns_, counter);
+  }
+
+  std::vector<FusionPattern> patterns_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
+const std::vector<FusionPattern>& fusionPatterns() {
+  static const std::vector<FusionPattern> table;
+  return table;
+}
+
+std::unique_ptr<Pass> createFusePass(std::vector<FusionPattern> patterns) {
+  return std::make_unique<FusePass>(std::move(patterns));
+}
+
+std::unique_ptr<Pass> createFusePass() { return createFusePass(fusionPatterns()); }
 
 } // namespace kiln
