@@ -5,7 +5,8 @@
 //              function, called by one `dispatch`; sources (constant, weight, iota, range,
 //              dim) stay in the caller and are passed as operands; a kernel has at most one
 //              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
-//              is always alone); groups are convex, so the caller stays in SSA order.
+//              is always alone), unless a registered multi-anchor pattern (fuse.h) formed
+//              it; groups are convex, so the caller stays in SSA order.
 // Invalidates: op order in the caller (re-sorted topologically, otherwise in source order).
 //
 //   %1 = matmul %x, %w : tensor<4x8xf32>         %1 = dispatch %x, %w {kernel = "main_dispatch_0"}
@@ -36,6 +37,7 @@
 #include "ir/builder.h"
 #include "passes/codegen.h"
 #include "passes/donate.h"
+#include "passes/fuse.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -72,9 +74,10 @@ bool isTranscendental(const Op& op) {
 
 class Grouping {
 public:
-  Grouping(Func& f, const CodegenOptions& opts, std::set<const Op*> alone)
+  Grouping(Func& f, const CodegenOptions& opts, std::set<const Op*> alone,
+           const std::vector<FusionPattern>& patterns)
       : f_(f), opts_(opts), rules_(opts.target.fusion), ops_(f.opsSnapshot()),
-        alone_(std::move(alone)) {
+        alone_(std::move(alone)), patterns_(patterns) {
     for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
     group_.assign(ops_.size(), -1);
   }
@@ -82,7 +85,8 @@ public:
   void run() {
     for (size_t i = ops_.size(); i-- > 0;) {
       Op& op = *ops_[i];
-      if (!isComputing(op) || !opts_.covers(op)) continue;
+      if (!isComputing(op) || !opts_.covers(op) || group_[i] >= 0) continue;
+      if (groupPattern(op)) continue;
       std::optional<int> target = consumerGroup(op);
       if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target)) {
         add(*target, i);
@@ -102,6 +106,70 @@ public:
   const std::vector<Op*>& ops() const { return ops_; }
 
 private:
+  // The first multi-anchor pattern whose instance ends at `root` forms a group: it joins
+  // the group of root's users by elementwise-into-producer (an anchor-free group whose
+  // outputs have root's shape), or starts a new one. False when no pattern applies.
+  bool groupPattern(const Op& root) {
+    for (const FusionPattern& p : patterns_) {
+      std::vector<const Op*> members = p.match(root);
+      std::set<const Op*> set(members.begin(), members.end());
+      if (members.empty() || !set.count(&root) || !patternSupported(members) || !convex(set))
+        continue;
+      std::optional<int> target = consumerGroup(root);
+      if (target && !aloneGroups_.count(*target) && canJoin(root, *target)) {
+        std::set<const Op*> merged = set;
+        for (size_t i : groups_[static_cast<size_t>(*target)]) merged.insert(ops_[i]);
+        if (!convex(merged)) target.reset();
+      } else {
+        target.reset();
+      }
+      if (!target) {
+        groups_.push_back({});
+        target = static_cast<int>(groups_.size()) - 1;
+      }
+      for (const Op* m : members) add(*target, index_.at(m));
+      return true;
+    }
+    return false;
+  }
+
+  // Every op computing, not grouped yet, supported by `lower`, and not a donated writer.
+  bool patternSupported(const std::vector<const Op*>& members) const {
+    for (const Op* m : members) {
+      auto it = index_.find(m);
+      // A kernel runs on one device: every member is on the root's.
+      if (!opts_.covers(*m) || m->device() != members.back()->device()) return false;
+      if (it == index_.end() || group_[it->second] >= 0 || !isComputing(*m) || !lowerSupports(*m) ||
+          alone_.count(m))
+        return false;
+    }
+    return true;
+  }
+
+  // No path leaves the set and comes back into it.
+  bool convex(const std::set<const Op*>& set) const {
+    size_t lo = SIZE_MAX;
+    for (const Op* m : set) lo = std::min(lo, index_.at(m));
+    for (const Op* m : set) {
+      std::vector<const Op*> stack;
+      for (const Value* v : m->operands())
+        if (v->def() && !set.count(v->def())) stack.push_back(v->def());
+      std::set<const Op*> seen;
+      while (!stack.empty()) {
+        const Op* cur = stack.back();
+        stack.pop_back();
+        if (index_.at(cur) < lo || !seen.insert(cur).second) continue;
+        for (const Value* v : cur->operands()) {
+          const Op* d = v->def();
+          if (!d) continue;
+          if (set.count(d)) return false;
+          stack.push_back(d);
+        }
+      }
+    }
+    return true;
+  }
+
   void add(int g, size_t i) {
     group_[i] = g;
     groups_[static_cast<size_t>(g)].push_back(i);
@@ -132,6 +200,12 @@ private:
     return nullptr;
   }
 
+  bool hasContraction(int g) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (ops_[i]->has(kContraction)) return true;
+    return false;
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     // A kernel runs on one device.
@@ -141,7 +215,7 @@ private:
     } else if (op.has(kElementwise)) {
       if (!rules_.elementwiseIntoConsumer) return false;
       if (!rules_.transcendentalIntoContraction && isTranscendental(op))
-        if (const Op* a = anchorOf(g); a && a->has(kContraction)) return false;
+        if (hasContraction(g)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The group's outputs must span the anchor's iteration space.
@@ -185,6 +259,7 @@ private:
   std::vector<std::vector<size_t>> groups_;
   std::set<const Op*> alone_; // writers of donated arguments
   std::set<int> aloneGroups_;
+  const std::vector<FusionPattern>& patterns_;
 };
 
 std::string freshName(const Module& m, const std::string& base, int& counter) {
@@ -247,7 +322,8 @@ Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
   return d;
 }
 
-Status fuseFunc(Module& m, Func& f, const CodegenOptions& opts, int& counter) {
+Status formDispatches(Module& m, Func& f, const CodegenOptions& opts,
+                      const std::vector<FusionPattern>& patterns, int& counter) {
   KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
   std::map<const Op*, Value*> inPlace; // writer -> the operand it writes over
   std::set<const Op*> alone;
@@ -256,7 +332,7 @@ Status fuseFunc(Module& m, Func& f, const CodegenOptions& opts, int& counter) {
       inPlace[d.writer] = d.writer->operand(d.operand);
       alone.insert(d.writer);
     }
-  Grouping g(f, opts, std::move(alone));
+  Grouping g(f, opts, std::move(alone), patterns);
   g.run();
   const std::vector<Op*>& ops = g.ops();
   // Units: a group, or an op outside every group; emitted in a topological order that keeps
@@ -313,7 +389,8 @@ Status fuseFunc(Module& m, Func& f, const CodegenOptions& opts, int& counter) {
 
 class FusePass : public Pass {
 public:
-  explicit FusePass(CodegenOptions opts) : opts_(std::move(opts)) {}
+  FusePass(CodegenOptions opts, std::vector<FusionPattern> patterns)
+      : opts_(std::move(opts)), patterns_(std::move(patterns)) {}
 
   Status run(Module& m) override {
     std::set<std::string> kernels;
@@ -324,18 +401,29 @@ public:
     for (const auto& f : m.funcs())
       if (!kernels.count(f->name()) && !isLoweredKernel(*f)) todo.push_back(f.get());
     int counter = 0;
-    for (Func* f : todo) KILN_CHECK(fuseFunc(m, *f, opts_, counter));
+    for (Func* f : todo) KILN_CHECK(formDispatches(m, *f, opts_, patterns_, counter));
     return ok();
   }
 
 private:
   CodegenOptions opts_;
+  std::vector<FusionPattern> patterns_;
 };
 
 } // namespace
 
+const std::vector<FusionPattern>& fusionPatterns() {
+  static const std::vector<FusionPattern> table;
+  return table;
+}
+
+std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts,
+                                     std::vector<FusionPattern> patterns) {
+  return std::make_unique<FusePass>(opts, std::move(patterns));
+}
+
 std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts) {
-  return std::make_unique<FusePass>(opts);
+  return createFusePass(opts, fusionPatterns());
 }
 
 } // namespace kiln

@@ -36,7 +36,7 @@ namespace kiln {
 // it); a kernel no strategy matches stays on the host side.
 const std::vector<LowerStrategy>& lowerStrategies() {
   static const std::vector<LowerStrategy> table = {
-      // name               match           search space     plan recorded by tile
+      // name, match, search space, whether tile records the plan on the dispatch
       {"scatter-in-place", matchScatter, scatterPlans, false},
       {"matmul-cpu", matchCpuMatmul, cpuMatmulPlans, true},
       {"matmul-gpu", matchGpuMatmul, gpuMatmulPlans, true},

@@ -1,10 +1,12 @@
-// Unit tests for the passes (canonicalize identities and folding, cse, dce, shape-infer),
-// the registry and the pass manager.
+// Unit tests for the passes (canonicalize identities and folding, cse, dce, shape-infer,
+// fuse's multi-anchor pattern table), the registry and the pass manager.
 #include <cmath>
 #include <doctest/doctest.h>
 #include <sstream>
 
 #include "ir/builder.h"
+#include "ir/printer.h"
+#include "passes/fuse.h"
 #include "passes/pass_manager.h"
 
 using namespace kiln;
@@ -464,4 +466,84 @@ TEST_CASE("pass manager: options in braces, on passes and on pipelines") {
   PassManager withDefaults(o);
   CHECK_FALSE(withDefaults.addPipeline("tile").ok());
   CHECK(withDefaults.addPipeline("cse,tile{target=cpu}").ok());
+}
+
+namespace {
+
+// x (4x8) . w (8x8) . w, then relu: two contractions.
+struct MatmulChain : Fixture {
+  Value* w;
+  Value* inner;
+  Value* outer;
+  MatmulChain() : Fixture(f32({4, 8})) {
+    w = f->addArg(f32({8, 8}), "w");
+    inner = op(OpKind::Matmul, {x, w}, f32({4, 8}));
+    outer = op(OpKind::Matmul, {inner, w}, f32({4, 8}));
+    ret(op(OpKind::Relu, {outer}, f32({4, 8})));
+  }
+  std::string fused(std::vector<FusionPattern> patterns) {
+    REQUIRE(createFusePass(CodegenOptions{}, std::move(patterns))->run(m).ok());
+    return printModule(m);
+  }
+};
+
+// A matmul whose first operand is another matmul.
+FusionPattern chainPattern() {
+  return {"matmul-chain", [](const Op& root) -> std::vector<const Op*> {
+            const Op* a = root.operand(0)->def();
+            if (root.kind() != OpKind::Matmul || !a || a->kind() != OpKind::Matmul) return {};
+            return {a, &root};
+          }};
+}
+
+} // namespace
+
+TEST_CASE("fuse: no pattern is registered without the lowering that emits it") {
+  CHECK(fusionPatterns().empty());
+}
+
+TEST_CASE("fuse: a pattern that matches today's single-anchor group changes nothing") {
+  // The outer matmul with its relu epilogue, the group fuse forms anyway.
+  FusionPattern epilogue{"matmul-relu", [](const Op& root) -> std::vector<const Op*> {
+                           const Op* mm = root.numOperands() ? root.operand(0)->def() : nullptr;
+                           if (root.kind() != OpKind::Relu || !mm || mm->kind() != OpKind::Matmul)
+                             return {};
+                           return {mm, &root};
+                         }};
+  MatmulChain plain, patterned;
+  std::string expected = plain.fused({});
+  CHECK(patterned.fused({epilogue}) == expected);
+  CHECK(patterned.count(OpKind::Dispatch) == 2);
+}
+
+TEST_CASE("fuse: a multi-anchor pattern forms one group; ops around it join by the rules") {
+  MatmulChain plain, patterned;
+  plain.fused({});
+  CHECK(plain.count(OpKind::Dispatch) == 2);
+  patterned.fused({chainPattern()});
+  REQUIRE(patterned.count(OpKind::Dispatch) == 1);
+  const Op* d = patterned.returned()->def();
+  REQUIRE(d->kind() == OpKind::Dispatch);
+  Func* k = patterned.m.lookupFunc(d->attrs().getStr("kernel"));
+  REQUIRE(k != nullptr);
+  size_t matmuls = 0, relus = 0;
+  for (const auto& op : k->ops()) {
+    matmuls += op->kind() == OpKind::Matmul;
+    relus += op->kind() == OpKind::Relu;
+  }
+  CHECK(matmuls == 2);
+  CHECK(relus == 1); // the epilogue joined the pattern's group
+}
+
+TEST_CASE("fuse: a pattern whose ops are not convex is not formed") {
+  // outer = inner . (inner^T . inner): grouping {inner, outer} without the product between
+  // them would leave a path out of the group and back in.
+  Fixture t(f32({4, 8}));
+  Value* w = t.f->addArg(f32({8, 8}), "w");
+  Value* inner = t.op(OpKind::Matmul, {t.x, w}, f32({4, 8}));
+  Value* tr = t.op(OpKind::Transpose, {inner}, f32({8, 4}), ints("perm", {1, 0}));
+  Value* gram = t.op(OpKind::Matmul, {tr, inner}, f32({8, 8}));
+  t.ret(t.op(OpKind::Matmul, {inner, gram}, f32({4, 8})));
+  REQUIRE(createFusePass(CodegenOptions{}, {chainPattern()})->run(t.m).ok());
+  CHECK(t.count(OpKind::Dispatch) == 3);
 }

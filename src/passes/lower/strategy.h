@@ -4,7 +4,9 @@
 //   match        whether it lowers a kernel on a target (the registry in lower.cpp asks
 //                the strategies in priority order; the first that matches wins),
 //   search space its candidate plans for the target, best first (tile takes the first
-//                legal one), the first being its default plan,
+//                legal one); the first is the strategy's default plan (a manual cpu
+//                config starts from it; a dispatch with no recorded plan decodes as its
+//                kind's gpu default, PointwisePlan{} or GpuMatmulPlan{}),
 //   legality     planProblem on its plan type (never an assert: a reason, or nullopt),
 //   emit         the kernel IR for its plan type.
 // A plan recorded on a dispatch (by tile, or by hand) names its strategy through its
