@@ -226,9 +226,9 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     BackendOptions bo;
     for (const BackendGroup& g : groups)
       if (g.backend == b) bo = g.options;
-    KILN_TRY(std::string payload,
-             b->serialize(*module, it == kernelsOf.end() ? std::vector<const Func*>{} : it->second,
-                          bo));
+    KILN_TRY(
+        std::string payload,
+        b->serialize(*module, it == kernelsOf.end() ? std::vector<const Func*>{} : it->second, bo));
     p.executables.push_back({b->name(), std::move(payload)});
   }
 

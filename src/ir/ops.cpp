@@ -33,7 +33,7 @@ static std::vector<AttrSpec> parseAttrSpecs(std::string_view spec) {
 const std::vector<OpInfo>& allOps() {
   static const std::vector<OpInfo> table = {
 #define KILN_OP(id, text, level, minOps, maxOps, nres, traits, attrs, meaning)                     \
-  OpInfo{OpKind::id, text,   OpLevel::level,        minOps, maxOps,                                 \
+  OpInfo{OpKind::id, text,   OpLevel::level,        minOps, maxOps,                                \
          nres,       traits, parseAttrSpecs(attrs), meaning},
 #include "ir/ops.def"
 #undef KILN_OP

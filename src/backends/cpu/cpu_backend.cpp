@@ -171,8 +171,7 @@ public:
     CpuOutput out = o.textKind == "llvm"  ? CpuOutput::LlvmIr
                     : o.textKind == "asm" ? CpuOutput::Assembly
                                           : CpuOutput::Executable;
-    KILN_TRY(CpuCompiled c,
-             compileCpuKernels(m, kernels, targetOf(o), out));
+    KILN_TRY(CpuCompiled c, compileCpuKernels(m, kernels, targetOf(o), out));
     if (o.text && out != CpuOutput::Executable) *o.text = c.text;
     return serializeCpuPayload(c.payload);
   }

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "target/target.h"
 #include "ir/builder.h"
 #include "passes/codegen.h"
+#include "target/target.h"
 
 namespace kiln {
 
