@@ -115,7 +115,7 @@ Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) 
 }
 
 // Runs each backend's codegen pipeline over the ops of its devices (every op when the module
-// was not placed: then all of it runs on `defaultDevice`).
+// was not placed: then it all runs on the one device of the one group).
 Status runCodegen(Module& m, const std::vector<BackendGroup>& groups, bool placed) {
   for (const BackendGroup& g : groups) {
     PassManager pm;
