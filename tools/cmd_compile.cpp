@@ -38,6 +38,8 @@ kiln dump).
                         and the target's limit
   --emit=llvm           the cpu device's kernels as optimized LLVM IR
   --emit=asm            the cpu device's kernels as x86-64 assembly
+  --emit=spirv          the vulkan devices' kernels as SPIR-V disassembly (each module
+                        validated by SPIRV-Tools first)
   --target=NAME         codegen target of the devices whose backend takes it (repeatable):
                         cpu devices take cpu (this machine's CPU, the default),
                         cpu:x86-64-v2, cpu:x86-64-v3, cpu:x86-64-v4; sim devices and
@@ -72,10 +74,10 @@ int runCompile(const std::vector<std::string>& args) {
                                  std::to_string(a.positional.size())));
   std::string emit = a.get("emit", "kmod");
   if (emit != "kmod" && emit != "kir" && emit != "schedule" && emit != "placement-dot" &&
-      emit != "kernels" && emit != "llvm" && emit != "asm")
+      emit != "kernels" && emit != "llvm" && emit != "asm" && emit != "spirv")
     return fail(error(Loc::named("--emit"), "unknown value '" + emit +
                                                 "' (expected kir, schedule, placement-dot, "
-                                                "kernels, llvm or asm)"));
+                                                "kernels, llvm, asm or spirv)"));
   if (emit == "kernels" && a.all("target").size() > 1)
     return fail(error(Loc::named("--target"), "--emit=kernels takes one target"));
   auto codegen = codegenFlags(a);
@@ -110,7 +112,7 @@ int runCompile(const std::vector<std::string>& args) {
     opts.tileOverrides = *overrides;
   }
   std::string codeText;
-  if (emit == "llvm" || emit == "asm") {
+  if (emit == "llvm" || emit == "asm" || emit == "spirv") {
     opts.codeTextKind = emit;
     opts.codeText = &codeText;
   }
@@ -144,13 +146,14 @@ int runCompile(const std::vector<std::string>& args) {
   } else {
     auto program = compileProgram(module.take(), opts);
     if (!program.ok()) return fail(program.diags());
-    if (emit == "llvm" || emit == "asm") {
-      bool onCpu = false;
-      for (const ExecutableImage& e : program->executables) onCpu = onCpu || e.target == "cpu";
-      if (!onCpu)
-        return fail(error(Loc::named("--emit"), "--emit=" + emit +
-                                                    " shows the cpu device's code; this module "
-                                                    "does not run on cpu (add --device=cpu)"));
+    if (emit == "llvm" || emit == "asm" || emit == "spirv") {
+      std::string want = emit == "spirv" ? "vulkan" : "cpu";
+      bool found = false;
+      for (const ExecutableImage& e : program->executables) found = found || e.target == want;
+      if (!found)
+        return fail(error(Loc::named("--emit"), "--emit=" + emit + " shows the " + want +
+                                                    " devices' code; this module does not run on " +
+                                                    want + " (add --device=" + want + "[0])"));
       text = codeText;
     } else if (emit == "schedule") {
       text = printSchedule(*program);

@@ -9,6 +9,9 @@
 #ifdef KILN_HAVE_LLVM
 #include "backends/cpu/cpu_backend.h"
 #endif
+#ifdef KILN_HAVE_SPIRV
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln {
 
@@ -19,6 +22,9 @@ const std::vector<const TargetBackend*>& targetBackends() {
       simBackend(),
 #ifdef KILN_HAVE_LLVM
       cpu::cpuBackend(),
+#endif
+#ifdef KILN_HAVE_SPIRV
+      spirv::vulkanBackend(),
 #endif
   };
   return all;

@@ -24,8 +24,8 @@ namespace kiln {
 struct BackendOptions {
   std::string target;      // codegen target name (--target); empty: the backend's default
   TileOverrides overrides; // --tile-config
-  // --emit=llvm|asm: a backend whose code has such a form writes it here (and its executable
-  // may then be empty); others ignore it.
+  // --emit=llvm|asm|spirv: a backend whose code has such a form writes it here (and its
+  // executable may then be empty); others ignore it.
   std::string textKind;
   std::string* text = nullptr;
 };

@@ -44,7 +44,8 @@ struct CompileOptions {
   // Manual tiles for every backend's `tile` (--tile-config).
   TileOverrides tileOverrides;
   // When set, receives the executables' code as text where a backend has such a form:
-  // "llvm" (optimized LLVM IR) or "asm" (assembly), for the cpu backend today.
+  // "llvm" (optimized LLVM IR) or "asm" (assembly) for the cpu backend, "spirv" (SPIR-V
+  // disassembly) for the vulkan backend.
   std::string codeTextKind;
   std::string* codeText = nullptr;
   // --donate specs, `[@FUNC:]ARG[:RESULT]` (analysis/donation_specs.h): arguments whose storage

@@ -56,15 +56,19 @@ const std::vector<TargetDesc>& table() {
     v.push_back(cpuTarget("cpu:x86-64-v4", 512, 32, true));
     // lavapipe (Mesa 22.3, 256-bit llvmpipe): subgroups of 8 only, 128 MiB per binding;
     // checked against the live device by the vulkan driver's tests.
+    // Vulkan devices accumulate f32 sums in f32 (f64 is slow or missing on GPUs).
     TargetDesc lavapipe = make("vulkan:lavapipe", 32 * 1024, 1024, 1024, 1024, 1024, {8}, 256);
+    lavapipe.wideAccumulation = false;
     lavapipe.maxStorageBufferRange = uint64_t(128) << 20;
     v.push_back(lavapipe);
     TargetDesc nvidia = make("vulkan:nvidia-sm90", 48 * 1024, 1024, 1024, 1024, 64, {32}, 128);
     nvidia.maxStorageBufferRange = 0xffffffffu; // what current NVIDIA drivers report
+    nvidia.wideAccumulation = false;
     v.push_back(nvidia);
     // The spec's guaranteed minimums (maxStorageBufferRange 2^27).
     TargetDesc generic = make("vulkan:generic", 16 * 1024, 128, 128, 128, 64, {32}, 128);
     generic.maxStorageBufferRange = uint64_t(1) << 27;
+    generic.wideAccumulation = false;
     generic.elemTypes = {ElemType::F32, ElemType::F16, ElemType::I1,  ElemType::I8,
                          ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8};
     v.push_back(generic);

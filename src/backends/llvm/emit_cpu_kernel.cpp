@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/data_indices.h"
 #include "analysis/value_bounds.h"
 #include "backends/llvm/emit.h"
 #include "backends/llvm/scalar.h"
@@ -71,7 +72,7 @@ public:
 
   Result<EmittedKernel> run(const std::string& symbol) {
     KILN_CHECK(buildTree());
-    markDataIndices();
+    dataIndices_ = dataDependentIndices(k_);
     EmittedKernel out;
     out.symbol = symbol;
     llvm::Type* i64 = b_.getInt64Ty();
@@ -197,32 +198,6 @@ private:
       if (const Op* y = n.op->region(r)->terminator()) phaseOf_[y] = phase;
     for (const Node& c : n.body) markPhase(c, phase);
     for (const Node& c : n.otherwise) markPhase(c, phase);
-  }
-
-  // Data-dependent indices: an icast of a scalar, and every index computed from one
-  // (index arithmetic, sselect, a `for` with such a bound). An i1 condition is a scalar,
-  // so a select between two in-range indices stays unchecked.
-  void markDataIndices() {
-    auto isData = [&](const Value* x) { return dataIndices_.count(x) != 0; };
-    walkOps(k_, [&](const Op& op) {
-      if (op.kind() == OpKind::For) {
-        // The counter of a loop with a data-dependent bound; carried indices and the loop's
-        // results conservatively (they may come from anywhere).
-        const Block& body = *op.region(0);
-        if (isData(op.operand(0)) || isData(op.operand(1)) || isData(op.operand(2)))
-          dataIndices_.insert(body.arg(0));
-        for (size_t a = 1; a < body.numArgs(); ++a)
-          if (body.arg(a)->type().isIndex()) dataIndices_.insert(body.arg(a));
-      }
-      for (size_t r = 0; r < op.numResults(); ++r) {
-        const Value* res = op.result(r);
-        if (!res->type().isIndex()) continue;
-        bool data =
-            op.numRegions() > 0 || (op.kind() == OpKind::ICast && !op.operand(0)->type().isIndex());
-        for (const Value* x : op.operands()) data = data || isData(x);
-        if (data) dataIndices_.insert(res);
-      }
-    });
   }
 
   // ---- arguments, stack ------------------------------------------------------------------
@@ -562,7 +537,7 @@ private:
   // ---- ops -------------------------------------------------------------------------------
 
   // The element at operands [first, first + count) of `op`; `lanes` elements along the last
-  // dim are accessed. A data-dependent index is checked first (see markDataIndices).
+  // dim are accessed. A data-dependent index (analysis/data_indices.h) is checked first.
   Result<llvm::Value*> address(const Op& op, const Value* bufVal, size_t first, size_t count,
                                int64_t lanes = 1) {
     auto it = bufs_.find(bufVal);
