@@ -755,22 +755,20 @@ TEST_CASE("vulkan: kiln devices lists vulkan[0]; without a loader it says why") 
   }
 }
 
-#endif // KILN_HAVE_VULKAN
-
 namespace {
 // Runs after every static object built later (the driver, the instance, the open devices) is
 // destroyed, so it sees the messages of their destruction too.
 void failOnValidationMessages() {
-#ifdef KILN_HAVE_VULKAN
   if (uint64_t n = hal::vulkan::validationMessageCount()) {
     std::fprintf(stderr, "FAILED: the Vulkan validation layer reported %llu messages\n",
                  static_cast<unsigned long long>(n));
     std::fflush(stderr);
     _exit(1);
   }
-#endif
 }
 } // namespace
+
+#endif // KILN_HAVE_VULKAN
 
 int main(int argc, char** argv) {
 #ifndef KILN_HAVE_VULKAN
