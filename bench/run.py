@@ -9,8 +9,13 @@ computation on the same inputs in this process, timed the same way, with the sam
 number of threads. kiln's outputs (from one `kiln run`) are checked against the
 reference's. docs/bench.md says what each workload is.
 
-usage: run.py [--device=cpu] [--threads=N] [--quick] [--only=gemm|decoder|elementwise]
-              [--match=TEXT] [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
+usage: run.py [--device=cpu|ref|vulkan[N]|...] [--reference=cpu|cuda] [--threads=N] [--quick]
+              [--only=gemm|decoder|elementwise] [--match=TEXT] [--kiln=PATH] [--repetitions=N]
+              [--warmup=N] [--no-check] [--keep=DIR]
+
+On a GPU device (--device=vulkan, vulkan[N], hip[N]) the GEMM table also has f16 GEMMs
+(f16 A and B, f16 C), and --reference=cuda times PyTorch on the GPU (cuBLAS) instead of
+numpy/PyTorch on the CPU.
 Exit status 1 when kiln fails on a workload or its outputs do not match the reference.
 """
 import argparse
@@ -33,11 +38,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # compute in f32, so the difference is f32 rounding accumulated over K-long sums.
 TOLERANCE = 1e-3
 
+# Device kinds whose kernels run on a GPU: kiln's time there includes host transfers of the
+# inputs and outputs, and the GEMM table adds f16 GEMMs.
+GPU_KINDS = ("vulkan", "hip")
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", help="kiln device (default cpu; ref for the interpreter)")
+    p.add_argument("--device", default="cpu",
+                   help="kiln device: KIND or KIND[N] as `kiln devices` lists them (default cpu; ref "
+                   "for the interpreter; vulkan or vulkan[N] for a Vulkan GPU)")
+    p.add_argument("--reference", choices=["cpu", "cuda"], default="cpu",
+                   help="where the reference runs: cpu (numpy/OpenBLAS and PyTorch CPU, the default) "
+                   "or cuda (PyTorch on the GPU, cuBLAS; needs torch with CUDA)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="threads for kiln (--cpu-threads, cpu device only) and the reference "
                    "(default: all cores)")
@@ -64,6 +78,12 @@ def parse_args():
     a.warmup_ms = a.warmup_ms if a.warmup_ms is not None else (0 if a.quick else 200)
     if a.repetitions < 1 or a.warmup < 0:
         p.error("--repetitions must be at least 1 and --warmup at least 0")
+    m = re.fullmatch(r"([a-z]+)(?:\[(\d+)\])?", a.device)
+    if not m:
+        p.error(f"--device={a.device}: expected KIND or KIND[N], such as cpu or vulkan[0]")
+    a.kind = m.group(1)
+    a.device_id = f"{a.kind}[{m.group(2) or 0}]"
+    a.gpu = a.kind in GPU_KINDS
     return a
 
 
@@ -77,8 +97,9 @@ import numpy as np  # noqa: E402
 
 # ---- shapes -------------------------------------------------------------------------------
 
-def gemm_workloads(quick):
-    """(name, M, K, N, weight dtype): A is an f32 M x K input, B a K x N weight."""
+def gemm_workloads(quick, gpu=False):
+    """(name, M, K, N, weight dtype): A is an f32 M x K input, B a K x N weight; dtype "f16
+    all" (GPU devices only): A, B and C are f16, accumulated in f32."""
     if quick:
         squares, ms, kns, low = [16, 32], [1, 8], [(64, 64), (64, 96), (96, 64)], [(64, 96)]
     else:
@@ -90,6 +111,8 @@ def gemm_workloads(quick):
     out += [(f"gemm f32 M={m} K={k} N={n}", m, k, n, "f32") for m in ms for k, n in kns]
     for dt in ("f16", "bf16"):
         out += [(f"gemm {dt} weights M={m} K={k} N={n}", m, k, n, dt) for m in ms for k, n in low]
+    if gpu:
+        out += [(f"gemm f16 {n}x{n}x{n}", n, n, n, "f16 all") for n in squares]
     return out
 
 
@@ -194,11 +217,12 @@ class Kir:
         return f"%{result}"
 
     def text(self, args, results):
-        """args: (name, shape) or (name, shape, elem, suffix) such as " donate 1"."""
+        """args: (name, shape) or (name, shape, elem, suffix) such as " donate 1"; results:
+        (value, shape) or (value, shape, elem)."""
         sig = ", ".join(f"%{a[0]}: {ttype(a[1], *a[2:3])}{''.join(a[3:])}" for a in args)
-        res = ", ".join(ttype(s) for _, s in results)
+        res = ", ".join(ttype(r[1], *r[2:3]) for r in results)
         body = "\n".join(self.lines)
-        ret = ", ".join(v for v, _ in results)
+        ret = ", ".join(r[0] for r in results)
         return "\n".join(self.weights) + f"\n\nfunc @main({sig}) -> ({res}) {{\n{body}\n  return {ret}\n}}\n"
 
 
@@ -238,6 +262,29 @@ def kiln_median_ms(kir, inputs):
     if r.returncode != 0 or not m:
         return f"kiln bench failed:\n{r.stderr.strip() or r.stdout.strip()}"
     return float(m.group(1))
+
+
+def synced(fn):
+    """fn, followed by waiting for the GPU when the reference runs there (--reference=cuda)."""
+    if ARGS.reference != "cuda":
+        return fn
+    import torch
+
+    def call():
+        r = fn()
+        torch.cuda.synchronize()
+        return r
+    return call
+
+
+def torch_device():
+    return "cuda" if ARGS.reference == "cuda" else "cpu"
+
+
+def reference_name(torch=None):
+    if ARGS.reference == "cuda":
+        return f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()} (cuBLAS)"
+    return None
 
 
 def reference_median_ms(fn):
@@ -344,8 +391,20 @@ def set_openblas_threads(lib):
         return False
 
 
+def gemm_reference(a, b, f16):
+    """The timed reference call: numpy on the CPU, or PyTorch on the GPU (--reference=cuda;
+    in f16 for the f16 GEMMs, TF32 off)."""
+    if ARGS.reference != "cuda":
+        return lambda: a @ b
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dt = torch.float16 if f16 else torch.float32
+    ta, tb = torch.from_numpy(a).to("cuda", dt), torch.from_numpy(b).to("cuda", dt)
+    return synced(lambda: torch.matmul(ta, tb))
+
+
 def bench_gemm(report, tmp, quick):
-    workloads = selected(gemm_workloads(quick))
+    workloads = selected(gemm_workloads(quick, ARGS.gpu))
     if not workloads:
         return
     rng = np.random.default_rng(0)
@@ -357,7 +416,10 @@ def bench_gemm(report, tmp, quick):
         os.makedirs(folder, exist_ok=True)
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32) / np.float32(math.sqrt(k))
-        if dt == "f16":
+        all16 = dt == "f16 all"
+        if all16:
+            a = a.astype(np.float16).astype(np.float32)
+        if dt.startswith("f16"):
             stored, st_type = b.astype(np.float16), "F16"
             b = stored.astype(np.float32)
         elif dt == "bf16":
@@ -366,26 +428,34 @@ def bench_gemm(report, tmp, quick):
         else:
             stored, st_type = b, "F32"
         save_safetensors(os.path.join(folder, "w.safetensors"), {"b": (st_type, stored)})
-        np.save(os.path.join(folder, "a.npy"), a)
+        np.save(os.path.join(folder, "a.npy"), a.astype(np.float16) if all16 else a)
         kb = Kir()
-        w = kb.weight("b", [k, n], dt, "w.safetensors")
-        if dt != "f32":
+        w = kb.weight("b", [k, n], "f16" if all16 else dt, "w.safetensors")
+        if dt not in ("f32", "f16 all"):
             w = kb.op("b32", f"cast {w} {{to = f32}}", [k, n])
-        c = kb.op("c", f"matmul %a, {w}", [m, n])
+        elem = "f16" if all16 else "f32"
+        c = kb.op("c", f"matmul %a, {w}", [m, n], elem)
         kir = os.path.join(folder, "gemm.kir")
         with open(kir, "w") as f:
-            f.write(kb.text([("a", [m, k])], [(c, [m, n])]))
+            f.write(kb.text([("a", [m, k], elem)], [(c, [m, n], elem)]))
         want = a @ b
-        ref_ms = reference_median_ms(lambda: a @ b)
+        ref_ms = reference_median_ms(gemm_reference(a, b, all16))
         kiln_ms = report.run(name, kir, [os.path.join(folder, "a.npy")], [want], folder)
         rows.append((name, kiln_ms, ref_ms))
         if not ARGS.keep:
             shutil.rmtree(folder)
-    report.table("GEMM (C = A x B, A f32 input, B weight)", rows, [
-        "ratio = kiln ms / reference ms (below 1: kiln is faster).",
-        f"Reference: numpy {np.__version__} matmul through {lib}, {ARGS.threads} threads; "
-        "for f16/bf16 weights numpy multiplies by B.astype(float32), converted once before "
-        "timing, while kiln casts B in the graph on every call."])
+    if ARGS.reference == "cuda":
+        import torch
+        reference = (f"Reference: {reference_name(torch)}, f32 without TF32 (f16 for the f16 "
+                     "GEMMs); for f16/bf16 weights it multiplies by B converted to f32 once "
+                     "before timing, while kiln casts B in the graph on every call.")
+    else:
+        reference = (f"Reference: numpy {np.__version__} matmul through {lib}, {ARGS.threads} "
+                     "threads; for f16/bf16 weights numpy multiplies by B.astype(float32), "
+                     "converted once before timing, while kiln casts B in the graph on every call"
+                     + ("; the f16 GEMMs are timed in f32." if ARGS.gpu else "."))
+    report.table("GEMM (C = A x B, A input, B weight; f32 unless named f16)", rows, [
+        "ratio = kiln ms / reference ms (below 1: kiln is faster).", reference])
 
 
 # ---- elementwise ----------------------------------------------------------------------------
@@ -411,18 +481,18 @@ def bench_elementwise(report, tmp, quick):
         kir = os.path.join(folder, "elementwise.kir")
         with open(kir, "w") as f:
             f.write(kb.text([("x", shape)], [(y, shape)]))
-        xt = torch.from_numpy(x)
-        want = fn(torch, xt).numpy()
-        ref_ms = reference_median_ms(lambda: fn(torch, xt))
+        xt = torch.from_numpy(x).to(torch_device())
+        want = fn(torch, xt).cpu().numpy()
+        ref_ms = reference_median_ms(synced(lambda: fn(torch, xt)))
         kiln_ms = report.run(name, kir, [os.path.join(folder, "x.npy")], [want], folder)
         rows.append((name, kiln_ms, ref_ms))
         if not ARGS.keep:
             shutil.rmtree(folder)
     report.table("Elementwise transcendental functions (one op over f32 data)", rows, [
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
-        f"Reference: PyTorch {torch.__version__} CPU, {ARGS.threads} threads (f32 arithmetic, "
-        "vectorized). kiln computes in f64 and rounds once (docs/cpu.md, \"Inline math\"); its "
-        "time includes copying the input in and the result out."])
+        f"Reference: {reference_name(torch) or f'PyTorch {torch.__version__} CPU, {ARGS.threads} threads'} "
+        "(f32 arithmetic, vectorized). kiln computes in f64 and rounds once (docs/cpu.md, "
+        "\"Inline math\"); its time includes copying the input in and the result out."])
 
 
 # ---- decoder layer ------------------------------------------------------------------------
@@ -556,10 +626,10 @@ class TorchLayer:
     computes it: nn.Linear weights ([out, in], F.linear), repeat_kv for the KV heads, an
     additive causal mask built per call."""
 
-    def __init__(self, layer, weights):
+    def __init__(self, layer, weights, device="cpu"):
         import torch
         self.torch, self.layer = torch, layer
-        self.w = {n: torch.from_numpy(np.ascontiguousarray(w.T if w.ndim == 2 else w))
+        self.w = {n: torch.from_numpy(np.ascontiguousarray(w.T if w.ndim == 2 else w)).to(device)
                   for n, w in weights.items()}
 
     def rmsnorm(self, x, gain):
@@ -601,7 +671,7 @@ class TorchLayer:
         if cache is not None:
             scores[..., cache[2] + 1:] = float("-inf")
         elif t > 1:
-            mask = torch.full((t, s), float("-inf")).triu(s - t + 1)
+            mask = torch.full((t, s), float("-inf"), device=x.device).triu(s - t + 1)
             scores = scores + mask
         p = torch.softmax(scores, dim=-1)
         att = torch.matmul(p, values).transpose(0, 1).reshape(t, L.hidden)
@@ -622,7 +692,7 @@ def bench_decoder(report, tmp, quick):
     weights = decoder_weights(layer, rng)
     save_safetensors(os.path.join(tmp, "decoder.safetensors"),
                      {n: ("F32", w) for n, w in weights.items()})
-    ref = TorchLayer(layer, weights)
+    ref = TorchLayer(layer, weights, torch_device())
     rows = []
     for i, (name, t, past, cache) in enumerate(workloads):
         x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
@@ -645,18 +715,19 @@ def bench_decoder(report, tmp, quick):
         kir = os.path.join(tmp, f"decoder{i}.kir")
         with open(kir, "w") as f:
             f.write(decoder_kir(layer, t, past, cache))
-        tin = [torch.from_numpy(v.copy()) for v in inputs.values()]
+        tin = [torch.from_numpy(v.copy()).to(torch_device()) for v in inputs.values()]
         call = ref.cached if cache else ref
         with torch.no_grad():
-            want = [r.numpy().copy() for r in call(*tin)]
-            ref_ms = reference_median_ms(lambda: call(*tin))
+            want = [r.cpu().numpy().copy() for r in call(*tin)]
+            ref_ms = reference_median_ms(synced(lambda: call(*tin)))
         folder = os.path.join(tmp, f"out_decoder{i}")
         os.makedirs(folder, exist_ok=True)
         rows.append((name, report.run(name, kir, files, want, folder), ref_ms))
     report.table(f"Llama decoder layer ({layer.describe()}; f32)", rows, [
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
-        f"Reference: the same layer in PyTorch {torch.__version__} CPU (eager, F.linear, "
-        f"repeat_kv), {ARGS.threads} threads. Outputs: the layer's output and this step's "
+        f"Reference: the same layer in "
+        f"{reference_name(torch) or f'PyTorch {torch.__version__} CPU, {ARGS.threads} threads'} "
+        "(eager, F.linear, repeat_kv). Outputs: the layer's output and this step's "
         "K (after rotary) and V; a decode takes the past K/V as inputs. With the KV cache "
         "donated, a decode writes this step's K/V into caches of context + 1 positions in "
         "place (kiln: scatter_nd over donated arguments; PyTorch: index assignment) and "
@@ -673,17 +744,43 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
+def device_description():
+    """The device's line in `kiln devices`; exits with kiln's reason when it is not there
+    (no Vulkan loader or driver, an ordinal beyond the devices)."""
+    r = run_kiln([ARGS.kiln, "devices"])
+    lines = (r.stdout + r.stderr).splitlines()
+    for line in lines:
+        if line.split(" ", 1)[0] == ARGS.device_id:
+            return line.split(" ", 1)[1].strip()
+    have = [line.split(" ", 1)[0] for line in lines if line.startswith(ARGS.kind + "[")]
+    why = [line.strip() for line in lines if line.startswith(ARGS.kind + ":")]
+    sys.exit(f"run.py: error: kiln has no device {ARGS.device_id} ("
+             + (f"it has {', '.join(have)}" if have else why[0] if why
+                else f"kiln devices lists no {ARGS.kind} device") + ")")
+
+
 def main():
     if not os.path.isfile(ARGS.kiln):
         sys.exit(f"run.py: error: no kiln binary at {ARGS.kiln} (build it, or pass --kiln=PATH)")
     groups = [g for g in ("gemm", "decoder", "elementwise") if ARGS.only in (None, g)]
-    chosen = (selected(gemm_workloads(ARGS.quick)) if "gemm" in groups else []) + \
+    chosen = (selected(gemm_workloads(ARGS.quick, ARGS.gpu)) if "gemm" in groups else []) + \
         (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else []) + \
         (selected(elementwise_workloads(ARGS.quick)) if "elementwise" in groups else [])
     if not chosen:
         sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
+    description = device_description()
+    if ARGS.reference == "cuda":
+        try:
+            import torch
+            cuda = torch.cuda.is_available()
+        except ImportError:
+            cuda = False
+        if not cuda:
+            sys.exit("run.py: error: --reference=cuda needs PyTorch with a CUDA GPU")
     report = Report()
-    print(f"kiln bench: device {ARGS.device}, {ARGS.threads} threads, {ARGS.repetitions} repetitions "
+    where = (f"{ARGS.device_id}: {description}" if ARGS.gpu
+             else f"{ARGS.threads} threads")
+    print(f"kiln bench: device {ARGS.device}, {where}, {ARGS.repetitions} repetitions "
           f"after {ARGS.warmup} warmup (and at least {ARGS.warmup_ms} ms of them), medians; {cpu_name()} ({os.cpu_count()} cores)"
           f"{'; --quick shapes' if ARGS.quick else ''}")
     tmp = ARGS.keep or tempfile.mkdtemp(prefix="kiln-bench-")

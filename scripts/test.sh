@@ -12,8 +12,18 @@
 #   KILN_FUZZ_MODULE_SECONDS  how long to fuzz the .kmod loader (default 30)
 #   KILN_FUZZ_ONNX_SECONDS    how long to fuzz the ONNX importer (default 30)
 #   KILN_FUZZ_VULKAN_SECONDS  how long to fuzz the vulkan payload parser (default 15)
+#
+# Vulkan: every command runs with the Khronos validation layer (KILN_VULKAN_VALIDATION=1; a
+# message fails the vulkan tests and any kiln command) on lavapipe, unless VK_DRIVER_FILES or
+# VK_ICD_FILENAMES already names a driver (set it to a GPU's ICD to test on that GPU).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 set +e
+
+export KILN_VULKAN_VALIDATION="${KILN_VULKAN_VALIDATION:-1}"
+lavapipe=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$lavapipe" ]; then
+  export VK_DRIVER_FILES="$lavapipe"
+fi
 
 fuzz_seconds="${KILN_FUZZ_SECONDS:-60}"
 fuzz_module_seconds="${KILN_FUZZ_MODULE_SECONDS:-30}"

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "kiln_version.h"
+#include "runtime/drivers.h"
 
 namespace {
 
@@ -57,7 +58,14 @@ int dispatch(const std::vector<std::string>& words) {
 
 int main(int argc, char** argv) {
   try {
-    return dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    int rc = dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    // With KILN_VULKAN_VALIDATION=1 (as the tests run it) a message of the validation layer,
+    // printed as it came, fails the command.
+    if (uint64_t n = kiln::hal::vulkanValidationMessages(); n && rc == 0)
+      rc = kiln::cli::fail(
+          kiln::error(kiln::Loc::named("vulkan"), "the Vulkan validation layer reported " +
+                                                      std::to_string(n) + " messages (above)"));
+    return rc;
   } catch (const std::exception& e) {
     return kiln::cli::fail(kiln::error(kiln::Loc{}, std::string("internal error: ") + e.what()));
   } catch (...) {

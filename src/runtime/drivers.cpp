@@ -37,6 +37,14 @@ std::string driverNames() {
   return s;
 }
 
+uint64_t vulkanValidationMessages() {
+#ifdef KILN_HAVE_VULKAN
+  return vulkan::validationMessageCount();
+#else
+  return 0;
+#endif
+}
+
 Result<DeviceId> parseDeviceId(const std::string& text, const Loc& where) {
   DeviceId id{text, 0};
   if (size_t open = text.find('['); open != std::string::npos) {

@@ -21,5 +21,8 @@ std::string driverNames();
 // The device `id`, opened on first use; an unknown kind or a missing ordinal is an error
 // located at `where` that lists what exists.
 Result<std::shared_ptr<Device>> openDevice(const DeviceId& id, const Loc& where);
+// Warnings and errors the Vulkan validation layer reported in this process
+// (KILN_VULKAN_VALIDATION=1); 0 in a build without the vulkan driver.
+uint64_t vulkanValidationMessages();
 
 } // namespace kiln::hal

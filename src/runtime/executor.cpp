@@ -161,16 +161,23 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
             st.kernel = k;
           }
       if (!st.exe) {
-        std::string dev = devices_[st.device]->device->id().str(), targets;
-        for (const ExecutableImage& img : program_->executables)
+        const hal::DeviceId& id = devices_[st.device]->device->id();
+        std::string dev = id.str(), targets, unloaded;
+        hal::Driver* driver = hal::lookupDriver(id.kind);
+        for (const ExecutableImage& img : program_->executables) {
           targets += (targets.empty() ? "" : ", ") + img.target;
+          if (!driver || !driver->loads(img.target))
+            unloaded += (unloaded.empty() ? "" : ", ") + img.target;
+        }
         // A module compiled for another kind of device: say so, not only what is missing.
-        std::string hint = devices_[st.device]->executables.empty()
-                               ? " (the module's executables are for " +
-                                     (targets.empty() ? std::string("no target") : targets) +
-                                     ", which " + dev + " does not load; compile the module for " +
-                                     dev + ")"
-                               : "";
+        std::string hint;
+        if (devices_[st.device]->executables.empty())
+          hint = " (the module's executables are for " +
+                 (targets.empty() ? std::string("no target") : targets) + ", which " + dev +
+                 " does not load; compile the module for " + dev + ")";
+        else if (!unloaded.empty())
+          hint = " (the module also has executables for " + unloaded + ", which " + dev +
+                 " does not load; compile the module for " + dev + ")";
         return error(op.loc(), "launch of @" + kernel + ": no executable loaded on " + dev +
                                    " has such a kernel" + hint);
       }

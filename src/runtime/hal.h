@@ -149,8 +149,8 @@ public:
   virtual const std::string& name() const = 0;
   // The executable target the compiler builds for this driver's devices (ref: "ref").
   virtual std::string target() const = 0;
-  // Whether its devices load executables of `target`: their own, and for cpu also "ref" (the
-  // kernels the CPU backend could not lower, run by the interpreter).
+  // Whether its devices load executables of `target`: their own, and for cpu and vulkan also
+  // "ref" (the kernels their backend could not lower, run by the interpreter).
   virtual bool loads(const std::string& target) const { return target == this->target(); }
   virtual std::vector<DeviceInfo> enumerate() = 0;
   // Why enumerate() finds no device when its system library or driver is missing ("the

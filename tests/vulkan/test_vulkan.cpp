@@ -7,7 +7,8 @@
 // Vulkan device is present, or when spirv-as was missing at build time.
 //
 // Environment, set here unless already set: VK_DRIVER_FILES = lavapipe's ICD (when neither it
-// nor VK_ICD_FILENAMES is set and lavapipe is installed), KILN_VULKAN_VALIDATION=1, and
+// nor VK_ICD_FILENAMES is set and lavapipe is installed), KILN_VULKAN_VALIDATION=1 (the test
+// fails when the layer is missing, unless the caller set KILN_VULKAN_VALIDATION=0), and
 // XDG_CACHE_HOME = a fresh temporary folder (the pipeline cache tests look into it).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "ir/parser.h"
 #include "runtime/drivers.h"
@@ -154,6 +156,25 @@ bool has(const std::string& text, const std::string& part) {
   bool found = text.find(part) != std::string::npos;
   if (!found) MESSAGE("'" << part << "' not in: " << text);
   return found;
+}
+
+// Tensor-level kernels for the interpreter, as a `ref` executable holds them: kernel 0 is
+// c = a * b, kernel 1 is c = a + b with an i32 result (whose type no output buffer below has).
+const char* kRefKernels = R"(symbol n in [1, 4096]
+func @mul(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = mul %a, %b : tensor<{n}xf32>
+  return %0
+}
+func @to_i32(%a: tensor<{n}xf32>) -> (tensor<{n}xi32>) {
+  %0 = cast %a {to = i32} : tensor<{n}xi32>
+  return %0
+}
+)";
+
+std::unique_ptr<hal::Executable> loadRef(hal::Device& dev) {
+  auto exe = dev.loadExecutable("ref", kRefKernels);
+  REQUIRE_MESSAGE(exe.ok(), (exe.ok() ? "" : exe.diags().str()));
+  return exe.take();
 }
 
 // The add kernel over n elements on `dev`: c = a + b, checked.
@@ -449,17 +470,188 @@ TEST_CASE("vulkan: the pipeline cache is written, and a corrupt cache file is ig
   CHECK(count == 2);
 }
 
-TEST_CASE("vulkan: a module over ref[0] and vulkan[0] moves buffers between them") {
-  // ref[0] computes t = x * y with the interpreter, vulkan[0] computes r = t + y with the
-  // add kernel; the executor transfers t and y between the devices.
-  const char* host = R"(symbol n in [1, 4096]
-device ref[0]
+// Vulkan dispatches, copies and fills with ref dispatches between them on `dev`, checked:
+// the ref kernels read what the device wrote before them and the device reads what they
+// wrote. Returns the vkQueueSubmit calls the submission took.
+uint64_t checkMixed(hal::Device& dev) {
+  auto* vk = dynamic_cast<VulkanDevice*>(&dev);
+  REQUIRE(vk);
+  auto exe = load(dev, payloadOf({addKernel()}));
+  auto interp = loadRef(dev);
+  const int64_t n = 200;
+  std::vector<float> a(n);
+  for (int64_t i = 0; i < n; ++i) a[i] = float(i);
+  auto ba = upload(dev, a), b1 = upload(dev, std::vector<float>(n, 1));
+  std::vector<std::unique_ptr<hal::Buffer>> t;
+  for (int i = 0; i < 7; ++i) t.push_back(upload(dev, std::vector<float>(n, -1)));
+  hal::Workgroups grid = {(n + 63) / 64, 1, 1};
+  auto cb = dev.createCommandBuffer();
+  cb->dispatch(*exe, 0, grid, {n}, {bind(*ba, n), bind(*b1, n), bind(*t[0], n)});     // c = a + 1
+  cb->dispatch(*exe, 0, grid, {n}, {bind(*t[0], n), bind(*t[0], n), bind(*t[1], n)}); // d = 2c
+  cb->dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*t[1], n), bind(*t[0], n), bind(*t[2], n)});
+  cb->dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*t[2], n), bind(*b1, n), bind(*t[3], n)});
+  cb->fill(*t[4], 0, n * 4, 0);
+  cb->dispatch(*exe, 0, grid, {n}, {bind(*t[3], n), bind(*ba, n), bind(*t[4], n)}); // e*1 + a
+  cb->copy(*t[4], 0, *t[5], 0, n * 4);
+  cb->dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*t[5], n), bind(*b1, n), bind(*t[6], n)});
+  uint64_t before = vk->queueSubmits();
+  Status s = run(dev, *cb);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
+  uint64_t submits = vk->queueSubmits() - before;
+  std::vector<float> e = download(*t[2], n), h = download(*t[5], n), k = download(*t[6], n);
+  for (int64_t i = 0; i < n; ++i) {
+    float c = float(i) + 1;
+    REQUIRE(e[i] == 2 * c * c);
+    REQUIRE(h[i] == 2 * c * c + float(i));
+    REQUIRE(k[i] == h[i]);
+  }
+  return submits;
+}
+
+TEST_CASE("vulkan: vulkan devices load ref executables and run them between their commands") {
+  CHECK(hal::lookupDriver("vulkan")->loads("ref"));
+  CHECK(hal::lookupDriver("vulkan")->loads("vulkan"));
+  CHECK_FALSE(hal::lookupDriver("vulkan")->loads("cpu"));
+  auto dev = device0();
+  // Two runs of device commands, one VkCommandBuffer and one submit each; the three ref
+  // dispatches run on the host between them and after them.
+  CHECK(checkMixed(*dev) == 2);
+  // A submission of ref dispatches only reaches the queue not at all.
+  auto interp = loadRef(*dev);
+  auto a = upload(*dev, {1, 2, 3}), c = upload(*dev, {0, 0, 0});
+  auto cb = dev->createCommandBuffer();
+  cb->dispatch(*interp, 0, {1, 1, 1}, {3}, {bind(*a, 3), bind(*a, 3), bind(*c, 3)});
+  auto* vk = dynamic_cast<VulkanDevice*>(dev.get());
+  uint64_t before = vk->queueSubmits();
+  REQUIRE(run(*dev, *cb).ok());
+  CHECK(vk->queueSubmits() == before);
+  CHECK(download(*c, 3) == std::vector<float>{1, 4, 9});
+  CHECK(has(dev->loadExecutable("ref", "func @f(").diags().str(), "<ref executable>"));
+}
+
+TEST_CASE("vulkan: ref dispatches on a device without host-visible memory go through staging") {
+  setenv("KILN_VULKAN_STAGING", "1", 1);
+  auto dev = freshDevice();
+  unsetenv("KILN_VULKAN_STAGING");
+  REQUIRE(dev->staging());
+  checkMixed(*dev);
+}
+
+TEST_CASE("vulkan: a mixed submission waits and signals timeline semaphores in order") {
+  auto dev = device0();
+  auto exe = load(*dev, payloadOf({addKernel()}));
+  auto interp = loadRef(*dev);
+  const int64_t n = 64;
+  auto a = upload(*dev, std::vector<float>(n, 3));
+  auto c = upload(*dev, std::vector<float>(n, 0)), d = upload(*dev, std::vector<float>(n, 0));
+  // A ref dispatch first, then a vulkan one: the host waits for the gate before the
+  // interpreter runs; a vulkan dispatch last signals on the device.
+  for (bool refFirst : {true, false}) {
+    auto gate = dev->createSemaphore(0), done = dev->createSemaphore(0);
+    auto cb = dev->createCommandBuffer();
+    auto interpreted = [&] {
+      cb->dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*c, n)});
+    };
+    auto device = [&] {
+      cb->dispatch(*exe, 0, {1, 1, 1}, {n}, {bind(*c, n), bind(*a, n), bind(*d, n)});
+    };
+    if (refFirst) {
+      interpreted();
+      device();
+    } else {
+      // The device writes c = a + a first; the interpreter then squares it into d.
+      cb->dispatch(*exe, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*c, n)});
+      cb->dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*c, n), bind(*c, n), bind(*d, n)});
+    }
+    Status submitted = ok();
+    std::thread submitter([&] { submitted = dev->submit(*cb, gate.get(), 1, *done, 1); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(done->value() == 0); // nothing ran before the gate
+    gate->signal(1);
+    submitter.join();
+    REQUIRE_MESSAGE(submitted.ok(), (submitted.ok() ? "" : submitted.diags().str()));
+    REQUIRE(done->wait(1).ok());
+    CHECK(done->value() == 1);
+    std::vector<float> got = download(*d, n);
+    CHECK(got[n - 1] == (refFirst ? 9 + 3 : 36));
+  }
+}
+
+TEST_CASE("vulkan: a failing ref dispatch fails the submission and its semaphore, naming the "
+          "device") {
+  auto dev = device0();
+  auto exe = load(*dev, payloadOf({addKernel()}));
+  auto interp = loadRef(*dev);
+  const int64_t n = 64;
+  auto a = upload(*dev, std::vector<float>(n, 2));
+  auto c = upload(*dev, std::vector<float>(n, -1)), d = upload(*dev, std::vector<float>(n, -1));
+  auto ref0 = hal::openDevice(hal::DeviceId{"ref", 0}, Loc{});
+  REQUIRE(ref0.ok());
+  auto foreign = (*ref0)->allocate(n * 4);
+  REQUIRE(foreign.ok());
+  auto failing = [&](auto record) {
+    auto cb = dev->createCommandBuffer();
+    record(*cb);
+    auto sem = dev->createSemaphore(0);
+    std::string e = statusError(dev->submit(*cb, nullptr, 0, *sem, 1));
+    CHECK(has(statusError(sem->wait(1)), e.substr(0, 20)));
+    return e;
+  };
+  // Refused before anything runs: a buffer of another device, a kernel that does not exist,
+  // a push constant too many. The vulkan dispatch before them never ran.
+  std::string e = failing([&](hal::CommandBuffer& cb) {
+    cb.dispatch(*exe, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*c, n)});
+    cb.dispatch(*interp, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(**foreign, n), bind(*d, n)});
+  });
+  CHECK(has(e, "vulkan[0]: error: kernel @mul on vulkan[0]: input 1 is a buffer of ref[0]; it "
+               "must be transferred to vulkan[0] first"));
+  CHECK(download(*c, n)[0] == -1);
+  e = failing([&](hal::CommandBuffer& cb) {
+    cb.dispatch(*interp, 7, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*d, n)});
+  });
+  CHECK(has(e, "vulkan[0]: error: dispatch of kernel 7 but the executable has 2"));
+  e = failing([&](hal::CommandBuffer& cb) {
+    cb.dispatch(*interp, 0, {1, 1, 1}, {n, 1}, {bind(*a, n), bind(*a, n), bind(*d, n)});
+  });
+  CHECK(has(e, "reads 1 push constants, the dispatch has 2"));
+  // Fails while it runs: the result is i32, the buffer f32. The vulkan dispatch before it
+  // ran, the one after it did not.
+  e = failing([&](hal::CommandBuffer& cb) {
+    cb.dispatch(*exe, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*c, n)});
+    cb.dispatch(*interp, 1, {1, 1, 1}, {n}, {bind(*c, n), bind(*d, n)});
+    cb.dispatch(*exe, 0, {1, 1, 1}, {n}, {bind(*a, n), bind(*a, n), bind(*d, n)});
+  });
+  CHECK(has(e, "vulkan[0]: error: kernel @to_i32: result 0 does not have the shape and element "
+               "type of its output buffer"));
+  CHECK(download(*c, n)[0] == 4);
+  CHECK(download(*d, n)[0] == -1);
+  // The device still runs work.
+  CHECK(checkMixed(*dev) == 2);
+  // A lost device refuses mixed submissions too.
+  auto lost = freshDevice();
+  auto lexe = loadRef(*lost);
+  auto la = upload(*lost, std::vector<float>(n, 1));
+  lost->simulateDeviceLost();
+  auto cb = lost->createCommandBuffer();
+  cb->dispatch(*lexe, 0, {1, 1, 1}, {n}, {bind(*la, n), bind(*la, n), bind(*la, n)});
+  auto sem = lost->createSemaphore(0);
+  CHECK(has(statusError(lost->submit(*cb, nullptr, 0, *sem, 1)), "was lost"));
+  CHECK(has(lost->loadExecutable("ref", kRefKernels).diags().str(), "was lost"));
+}
+
+namespace {
+
+// A host module: t = x * y by the interpreter's @mul on `first`, r = t + y by the vulkan @add on
+// vulkan[0], returned from `last`; the executor transfers t, y and r between the devices.
+std::string mixedHost(const std::string& first, const std::string& last) {
+  std::string host = R"(symbol n in [1, 4096]
+device FIRST
 device vulkan[0]
 func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
-  %0 = transfer_to %x {device = "ref[0]"} : tensor<{n}xf32>
-  %1 = transfer_to %y {device = "ref[0]"} : tensor<{n}xf32>
-  %2 = alloc_buffer {device = "ref[0]"} : tensor<{n}xf32>
-  launch %0, %1, %2 {device = "ref[0]", kernel = "mul", outputs = 1, push = ["n"]}
+  %0 = transfer_to %x {device = "FIRST"} : tensor<{n}xf32>
+  %1 = transfer_to %y {device = "FIRST"} : tensor<{n}xf32>
+  %2 = alloc_buffer {device = "FIRST"} : tensor<{n}xf32>
+  launch %0, %1, %2 {device = "FIRST", kernel = "mul", outputs = 1, push = ["n"]}
   %3 = transfer_to %2 {device = "vulkan[0]"} : tensor<{n}xf32>
   %4 = transfer_to %1 {device = "vulkan[0]"} : tensor<{n}xf32>
   free %0
@@ -469,26 +661,33 @@ func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
   launch %3, %4, %5 {device = "vulkan[0]", kernel = "add", outputs = 1, push = ["n"], workgroups = ["n ceildiv 64", "1", "1"]}
   free %3
   free %4
-  %6 = transfer_to %5 {device = "ref[0]"} : tensor<{n}xf32>
+  %6 = transfer_to %5 {device = "LAST"} : tensor<{n}xf32>
   free %5
   wait {device = "vulkan[0]"}
-  wait {device = "ref[0]"}
+  wait {device = "FIRST"}
   return %6
 }
 )";
-  const char* refKernels = R"(symbol n in [1, 4096]
-func @mul(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
-  %0 = mul %a, %b : tensor<{n}xf32>
-  return %0
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at; (at = host.find(from)) != std::string::npos;) host.replace(at, from.size(), to);
+  };
+  replace("device FIRST\ndevice vulkan[0]\n",
+          first == "vulkan[0]" ? "device vulkan[0]\n" : "device " + first + "\ndevice vulkan[0]\n");
+  replace("FIRST", first);
+  replace("LAST", last);
+  return host;
 }
-)";
-  auto m = parseModule(host, "mixed.kir");
+
+// Runs mixedHost(first, last) through the executor for several n, checked.
+void checkMixedModule(const std::string& first, const std::string& last) {
+  auto m = parseModule(mixedHost(first, last), "mixed.kir");
   REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.diags().str()));
   auto program = std::make_shared<Program>();
   program->host = std::shared_ptr<Module>(m.take());
   program->entries = {"main"};
-  program->devices = {"ref[0]", "vulkan[0]"};
-  program->executables = {{"ref", refKernels}, {"vulkan", payloadOf({addKernel()})}};
+  program->devices = {first};
+  if (first != "vulkan[0]") program->devices.push_back("vulkan[0]");
+  program->executables = {{"ref", kRefKernels}, {"vulkan", payloadOf({addKernel()})}};
   auto ex = Executor::create(program);
   REQUIRE_MESSAGE(ex.ok(), (ex.ok() ? "" : ex.diags().str()));
   for (int64_t n : {1, 100, 1000}) {
@@ -502,6 +701,22 @@ func @mul(%a: tensor<{n}xf32>, %b: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
     const auto* r = reinterpret_cast<const float*>((*out)[0].data());
     for (int64_t i = 0; i < n; ++i) REQUIRE(r[i] == float(i) * 0.5f + 0.5f);
   }
+}
+
+} // namespace
+
+TEST_CASE("vulkan: modules over ref[0] or cpu[0] and vulkan[0] move buffers between them") {
+  for (const char* other : {"ref[0]", "cpu[0]"}) {
+    CAPTURE(other);
+    checkMixedModule(other, other);
+    checkMixedModule(other, "vulkan[0]");
+  }
+}
+
+TEST_CASE("vulkan: a module on vulkan[0] alone runs its ref kernels on the device's host side") {
+  // Both launches go to vulkan[0]'s queue; the executor flushes them as one submission,
+  // which runs @mul on the interpreter between device work.
+  checkMixedModule("vulkan[0]", "vulkan[0]");
 }
 
 TEST_CASE("vulkan: kiln devices lists vulkan[0]; without a loader it says why") {
@@ -522,31 +737,38 @@ TEST_CASE("vulkan: kiln devices lists vulkan[0]; without a loader it says why") 
   CHECK(has(out, "ref[0]"));
   out = runCmd("VK_DRIVER_FILES=/nonexistent.json " + kiln + " devices 2>&1");
   CHECK(has(out, "vulkan: no devices: "));
-  // A module compiled for ref, run on vulkan[0]: the error says to compile for the device.
+  // A module compiled for ref runs on vulkan[0]: its kernels on the interpreter, as the
+  // kernels the vulkan backend leaves tensor-level do.
   std::string kir = std::string(std::getenv("XDG_CACHE_HOME")) + "/neg.kir";
   std::ofstream(kir) << "func @main(%x: tensor<2xf32>) -> (tensor<2xf32>) {\n"
                         "  %0 = neg %x : tensor<2xf32>\n  return %0\n}\n";
   out = runCmd(kiln + " compile " + kir + " --device=ref[0] -o " + kir + ".kmod 2>&1 && " + kiln +
-               " run " + kir + ".kmod --device=vulkan[0] --input=2xf32=1 2>&1");
-  CHECK(has(out, "which vulkan[0] does not load; compile the module for vulkan[0]"));
+               " run " + kir + ".kmod --device=vulkan[0] --input=2xf32=1 2>&1; echo rc=$?");
+  CHECK(has(out, "-1"));
+  CHECK(has(out, "rc=0"));
+  // One compiled for cpu (when this kiln has the cpu backend) does not: the error says to
+  // compile for the device.
+  out = runCmd(kiln + " compile " + kir + " --device=cpu[0] -o " + kir + ".cpu.kmod 2>&1");
+  if (out.find("no CPU backend") == std::string::npos) {
+    out = runCmd(kiln + " run " + kir + ".cpu.kmod --device=vulkan[0] --input=2xf32=1 2>&1");
+    CHECK(has(out, "which vulkan[0] does not load; compile the module for vulkan[0]"));
+  }
 }
-
-#endif // KILN_HAVE_VULKAN
 
 namespace {
 // Runs after every static object built later (the driver, the instance, the open devices) is
 // destroyed, so it sees the messages of their destruction too.
 void failOnValidationMessages() {
-#ifdef KILN_HAVE_VULKAN
   if (uint64_t n = hal::vulkan::validationMessageCount()) {
     std::fprintf(stderr, "FAILED: the Vulkan validation layer reported %llu messages\n",
                  static_cast<unsigned long long>(n));
     std::fflush(stderr);
     _exit(1);
   }
-#endif
 }
 } // namespace
+
+#endif // KILN_HAVE_VULKAN
 
 int main(int argc, char** argv) {
 #ifndef KILN_HAVE_VULKAN
@@ -574,9 +796,18 @@ int main(int argc, char** argv) {
                 d ? d->unavailableReason().c_str() : "no vulkan driver");
     return 77;
   }
+  // Every run is validated unless the caller says otherwise: a missing layer fails the test.
   auto inst = hal::vulkan::Instance::get();
-  if (inst.ok() && !(*inst)->validation())
-    std::printf("note: VK_LAYER_KHRONOS_validation is not installed; running without it\n");
+  if (inst.ok() && !(*inst)->validation()) {
+    if (std::strcmp(std::getenv("KILN_VULKAN_VALIDATION"), "1") == 0) {
+      std::printf("FAILED: VK_LAYER_KHRONOS_validation is not installed (Debian package "
+                  "vulkan-validationlayers); install it, or set KILN_VULKAN_VALIDATION=0 to "
+                  "run without it\n");
+      return 1;
+    }
+    std::printf("note: KILN_VULKAN_VALIDATION=%s: running without the validation layer\n",
+                std::getenv("KILN_VULKAN_VALIDATION"));
+  }
   doctest::Context ctx(argc, argv);
   int rc = ctx.run();
   std::error_code ec;

@@ -74,7 +74,7 @@ Status CpuDevice::run(const CpuExecutable& exe, const host::HostCommandBuffer::C
   std::vector<int64_t> extents;
   for (size_t i = 0; i < n; ++i) {
     const Binding& b = c.bindings[i];
-    KILN_CHECK(checkBinding(b, info.name, "buffer", i));
+    KILN_CHECK(host::checkBinding(*this, b, info.name, "buffer", i));
     const kiln::cpu::CpuArgInfo& a = info.args[i];
     if (b.elem != a.elem || static_cast<int64_t>(b.shape.size()) != a.rank)
       return error(loc, name + " buffer " + std::to_string(i) + " is not of rank " +

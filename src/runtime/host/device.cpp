@@ -101,15 +101,16 @@ Status HostDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t wai
   return ok();
 }
 
-Status HostDevice::checkBinding(const Binding& b, const std::string& kernel, const char* role,
-                                size_t i) const {
-  Loc loc = Loc::named(id_.str());
+Status checkBinding(const Device& device, const Binding& b, const std::string& kernel,
+                    const char* role, size_t i) {
+  const DeviceId& id = device.id();
+  Loc loc = Loc::named(id.str());
   std::string what = std::string(role) + " " + std::to_string(i);
   if (!b.buffer) return error(loc, "kernel @" + kernel + ": " + what + " has no buffer");
-  if (&b.buffer->device() != this)
-    return error(loc, "kernel @" + kernel + " on " + id_.str() + ": " + what + " is a buffer of " +
+  if (&b.buffer->device() != &device)
+    return error(loc, "kernel @" + kernel + " on " + id.str() + ": " + what + " is a buffer of " +
                           b.buffer->device().id().str() + "; it must be transferred to " +
-                          id_.str() + " first");
+                          id.str() + " first");
   int64_t n = 1;
   for (int64_t d : b.shape)
     if (d < 0 || __builtin_mul_overflow(n, d, &n))

@@ -70,6 +70,11 @@ private:
   std::vector<Command> commands_;
 };
 
+// Binding `role i` (input 0, buffer 2) of a dispatch of `kernel` on `device`: a buffer of
+// `device` that holds its tensor. Every driver that runs the interpreter's kernels uses it.
+Status checkBinding(const Device& device, const Binding& b, const std::string& kernel,
+                    const char* role, size_t i);
+
 class HostDevice : public Device {
 public:
   explicit HostDevice(DeviceId id) : id_(std::move(id)) {}
@@ -92,11 +97,6 @@ public:
   // buffers only.
   void recycle(HostMemory memory, uint64_t bytes);
   static constexpr uint64_t kMaxCachedBytes = uint64_t(1) << 30;
-
-  // Binding `role i` (input 0, buffer 2) of a dispatch of `kernel`: a buffer of this device
-  // that holds its tensor.
-  Status checkBinding(const Binding& b, const std::string& kernel, const char* role,
-                      size_t i) const;
 
 protected:
   // Runs one recorded dispatch on the submitting thread.

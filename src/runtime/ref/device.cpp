@@ -21,24 +21,46 @@ Result<std::unique_ptr<Executable>> RefDevice::loadExecutable(const std::string&
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
-Status runInterpreted(const host::HostDevice& device, const RefExecutable& exe,
-                      const host::HostCommandBuffer::Command& c) {
+Status checkInterpreted(const Device& device, const RefExecutable& exe,
+                        const host::HostCommandBuffer::Command& c) {
   Loc loc = Loc::named(device.id().str());
+  if (c.kernel >= exe.numKernels())
+    return error(loc, "dispatch of kernel " + std::to_string(c.kernel) +
+                          " but the executable has " + std::to_string(exe.numKernels()));
   const Func& f = exe.kernel(c.kernel);
+  if (exe.lowered(c.kernel))
+    return error(loc, "kernel @" + f.name() + " is lowered kernel IR, which only sim runs");
   size_t numInputs = f.numArgs();
   if (c.bindings.size() < numInputs)
     return error(loc, "kernel @" + f.name() + " takes " + std::to_string(numInputs) +
                           " inputs, the dispatch binds " + std::to_string(c.bindings.size()) +
                           " buffers");
+  KILN_CHECK(exe.bindPushConstants(c.kernel, c.pushConstants, loc));
+  for (size_t i = 0; i < c.bindings.size(); ++i)
+    KILN_CHECK(host::checkBinding(device, c.bindings[i], f.name(),
+                                  i < numInputs ? "input" : "output",
+                                  i < numInputs ? i : i - numInputs));
+  return ok();
+}
+
+Status runInterpreted(const Device& device, const RefExecutable& exe,
+                      const host::HostCommandBuffer::Command& c) {
+  KILN_CHECK(checkInterpreted(device, exe, c));
+  Loc loc = Loc::named(device.id().str());
+  const Func& f = exe.kernel(c.kernel);
+  size_t numInputs = f.numArgs();
   KILN_TRY(SymbolBinding dims, exe.bindPushConstants(c.kernel, c.pushConstants, loc));
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < numInputs; ++i) {
     const Binding& b = c.bindings[i];
-    KILN_CHECK(device.checkBinding(b, f.name(), "input", i));
-    inputs.push_back(HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr));
+    if (dynamic_cast<host::HostBuffer*>(b.buffer)) {
+      inputs.push_back(HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr));
+      continue;
+    }
+    HostTensor t = HostTensor::uninitialized(b.elem, b.shape);
+    KILN_CHECK(b.buffer->read(0, t.mutableData(), t.byteSize()));
+    inputs.push_back(std::move(t));
   }
-  for (size_t i = numInputs; i < c.bindings.size(); ++i)
-    KILN_CHECK(device.checkBinding(c.bindings[i], f.name(), "output", i - numInputs));
   KILN_TRY(std::vector<HostTensor> results,
            interpretBound(f, inputs, exe.weights(), std::move(dims)));
   if (results.size() != c.bindings.size() - numInputs)
@@ -64,7 +86,7 @@ Status RefDevice::simulate(const RefExecutable& exe, const host::HostCommandBuff
   std::vector<sim::BufferRef> bindings;
   for (size_t i = 0; i < c.bindings.size(); ++i) {
     const Binding& b = c.bindings[i];
-    KILN_CHECK(checkBinding(b, f.name(), "buffer", i));
+    KILN_CHECK(host::checkBinding(*this, b, f.name(), "buffer", i));
     bindings.push_back({HostTensor::view(b.elem, b.shape, b.buffer->map(), nullptr)});
   }
   KILN_TRY(sim::Grid grid, sim::kernelGrid(f, dims));

@@ -50,10 +50,19 @@ private:
   std::unique_ptr<WeightStore> weights_;
 };
 
+// Checks dispatch `c` of a tensor-level kernel of `exe` on `device` without running it: the
+// kernel exists and is not lowered, the push constants match, and every binding is a buffer
+// of `device` large enough for its tensor.
+Status checkInterpreted(const Device& device, const RefExecutable& exe,
+                        const host::HostCommandBuffer::Command& c);
+
 // Runs the tensor-level kernel of dispatch `c` on `device` with the interpreter: the kernel's
-// arguments are the first bindings, its results are written to the rest. The cpu device runs
-// the kernels of its `ref` executable with this too.
-Status runInterpreted(const host::HostDevice& device, const RefExecutable& exe,
+// arguments are the first bindings, its results are written to the rest. Host buffers are
+// read in place; any other buffer is read into host memory with Buffer::read, and results are
+// written with Buffer::write, so every driver whose devices load `ref` executables (ref, cpu,
+// vulkan) runs them with this. The caller orders it after the device work that writes its
+// inputs.
+Status runInterpreted(const Device& device, const RefExecutable& exe,
                       const host::HostCommandBuffer::Command& c);
 
 class RefDevice : public host::HostDevice {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/ref/ref.h"
 #include "runtime/vulkan/vulkan.h"
 
 namespace kiln::hal::vulkan {
@@ -260,9 +261,15 @@ Result<std::unique_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
 Result<std::unique_ptr<Executable>> VulkanDevice::loadExecutable(const std::string& target,
                                                                  const std::string& payload) {
   KILN_CHECK(alive());
+  // The kernels the vulkan backend left tensor-level run on the interpreter, on the host,
+  // between the device's own commands (submit.cpp).
+  if (target == "ref") {
+    KILN_TRY(std::unique_ptr<ref::RefExecutable> exe, ref::RefExecutable::load(target, payload));
+    return std::unique_ptr<Executable>(std::move(exe));
+  }
   if (target != "vulkan")
     return error(loc(), "cannot load an executable for target '" + target +
-                            "' (vulkan devices load target 'vulkan')");
+                            "' (vulkan devices load targets 'vulkan' and 'ref')");
   KILN_TRY(std::unique_ptr<VulkanExecutable> exe,
            VulkanExecutable::load(shared_from_this(), payload));
   return std::unique_ptr<Executable>(std::move(exe));

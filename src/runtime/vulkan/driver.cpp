@@ -18,6 +18,10 @@ class VulkanDriver : public Driver {
 public:
   const std::string& name() const override { return name_; }
   std::string target() const override { return "vulkan"; }
+  // "ref": the kernels the vulkan backend leaves tensor-level (device.cpp, submit.cpp).
+  bool loads(const std::string& target) const override {
+    return target == "vulkan" || target == "ref";
+  }
   std::vector<DeviceInfo> enumerate() override {
     Result<std::shared_ptr<Instance>> inst = Instance::get();
     if (!inst.ok()) return {};

@@ -1,6 +1,10 @@
 // Submissions: a recorded command list (host::HostCommandBuffer) becomes one VkCommandBuffer,
 // checked command by command before anything reaches the queue, and one vkQueueSubmit that
-// waits and signals timeline semaphores.
+// waits and signals timeline semaphores. A list that holds dispatches of `ref` executables
+// (the kernels the vulkan backend left tensor-level) is cut at each of them: every run of
+// device commands between them is one VkCommandBuffer and one vkQueueSubmit, and each ref
+// dispatch runs on the interpreter on the submitting thread once the runs before it have
+// finished, reading and writing its buffers through the host (ref::runInterpreted).
 //
 // Barriers come from the commands' buffers: a command that reads a buffer an earlier command
 // of the submission wrote, or writes one an earlier command read or wrote, is preceded by a
@@ -12,6 +16,7 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/ref/ref.h"
 #include "runtime/vulkan/vulkan.h"
 
 namespace kiln::hal::vulkan {
@@ -245,8 +250,7 @@ Status VulkanDevice::recordDispatch(VkCommandBuffer vcb, const Command& c, VkDes
   return ok();
 }
 
-Status VulkanDevice::record(VkCommandBuffer vcb, const host::HostCommandBuffer& cb,
-                            VkDescriptorPool pool) {
+Status VulkanDevice::record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool) {
   const Api& vk = api();
   Hazards hazards;
   auto ours = [&](Buffer* b, const char* what) -> Result<VulkanBuffer*> {
@@ -257,7 +261,7 @@ Status VulkanDevice::record(VkCommandBuffer vcb, const host::HostCommandBuffer& 
                               " submitted to " + id_.str());
     return vb;
   };
-  for (const Command& c : cb.commands()) {
+  for (const Command& c : commands) {
     std::vector<VkBuffer> reads, writes;
     switch (c.kind) {
     case Command::Dispatch: {
@@ -330,10 +334,10 @@ Status VulkanDevice::record(VkCommandBuffer vcb, const host::HostCommandBuffer& 
   return ok();
 }
 
-Result<VkDescriptorPool> VulkanDevice::descriptorPoolFor(const host::HostCommandBuffer& cb) {
+Result<VkDescriptorPool> VulkanDevice::descriptorPoolFor(Commands commands) {
   if (pushDescriptor_) return VkDescriptorPool(VK_NULL_HANDLE);
   uint32_t sets = 0, descriptors = 0;
-  for (const Command& c : cb.commands())
+  for (const Command& c : commands)
     if (c.kind == Command::Dispatch && !c.bindings.empty()) {
       ++sets;
       descriptors += static_cast<uint32_t>(c.bindings.size());
@@ -351,12 +355,107 @@ Result<VkDescriptorPool> VulkanDevice::descriptorPoolFor(const host::HostCommand
   return pool;
 }
 
+Result<VulkanDevice::Recorded> VulkanDevice::recordRun(Commands commands) {
+  const Api& vk = api();
+  Recorded run;
+  for (const Command& c : commands) {
+    for (const Binding& b : c.bindings)
+      if (auto* vb = dynamic_cast<VulkanBuffer*>(b.buffer)) run.used.push_back(vb);
+    for (Buffer* b : {c.src, c.dst})
+      if (auto* vb = dynamic_cast<VulkanBuffer*>(b)) run.used.push_back(vb);
+  }
+  KILN_TRY(run.pool, descriptorPoolFor(commands));
+  if (VkResult r = beginOneTime(vk, device_, commandPool_, &run.cb); r != VK_SUCCESS) {
+    discard(run);
+    return vkError("vkAllocateCommandBuffers", r);
+  }
+  Status recorded = record(run.cb, commands, run.pool);
+  vk.vkEndCommandBuffer(run.cb);
+  if (!recorded.ok()) {
+    discard(run);
+    return recorded.diags();
+  }
+  return run;
+}
+
+void VulkanDevice::discard(Recorded& run) {
+  if (run.cb) api().vkFreeCommandBuffers(device_, commandPool_, 1, &run.cb);
+  if (run.pool) api().vkDestroyDescriptorPool(device_, run.pool, nullptr);
+  run.cb = VK_NULL_HANDLE;
+  run.pool = VK_NULL_HANDLE;
+}
+
+Result<uint64_t> VulkanDevice::submitRecorded(Recorded& run, const VulkanSemaphore* wait,
+                                              uint64_t waitValue, VulkanSemaphore* signal,
+                                              uint64_t signalValue) {
+  std::lock_guard<std::mutex> lock(queueMu_);
+  uint64_t serial = ++serial_;
+  VkSemaphore signals[2] = {queueTimeline_, signal ? signal->handle() : VK_NULL_HANDLE};
+  uint64_t signalValues[2] = {serial, signalValue};
+  VkSemaphore waitSem = wait ? wait->handle() : VK_NULL_HANDLE;
+  VkPipelineStageFlags waitStage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  VkTimelineSemaphoreSubmitInfo ti{};
+  ti.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO;
+  ti.waitSemaphoreValueCount = wait ? 1 : 0;
+  ti.pWaitSemaphoreValues = &waitValue;
+  ti.signalSemaphoreValueCount = signal ? 2 : 1;
+  ti.pSignalSemaphoreValues = signalValues;
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.pNext = &ti;
+  si.waitSemaphoreCount = wait ? 1 : 0;
+  si.pWaitSemaphores = &waitSem;
+  si.pWaitDstStageMask = &waitStage;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &run.cb;
+  si.signalSemaphoreCount = signal ? 2 : 1;
+  si.pSignalSemaphores = signals;
+  if (VkResult r = api().vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE); r != VK_SUCCESS) {
+    --serial_;
+    discard(run);
+    return vkError("vkQueueSubmit", r);
+  }
+  inFlight_.push_back({serial, run.cb, run.pool});
+  run.cb = VK_NULL_HANDLE;
+  run.pool = VK_NULL_HANDLE;
+  for (VulkanBuffer* b : run.used) b->lastUse = serial;
+  return serial;
+}
+
+// A submission is a sequence of pieces: runs of device commands, each one VkCommandBuffer
+// and one vkQueueSubmit, and dispatches of `ref` executables, which run on the host once the
+// runs before them have finished. Every run is recorded (and so every command checked) before
+// anything reaches the queue. The submission's wait is on the first run when it comes first
+// (else the host waits before the first ref dispatch); its signal is on the last run when it
+// comes last (else the host signals after the last ref dispatch).
 Status VulkanDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
                             Semaphore& signal, uint64_t signalValue) {
   Status s = [&]() -> Status {
     KILN_CHECK(alive());
     auto* hcb = dynamic_cast<host::HostCommandBuffer*>(&cb);
     if (!hcb) return error(loc(), "command buffer was not created by " + id_.str());
+    const std::vector<Command>& commands = hcb->commands();
+    auto interpreted = [](const Command& c) -> const ref::RefExecutable* {
+      return c.kind == Command::Dispatch ? dynamic_cast<const ref::RefExecutable*>(c.exe) : nullptr;
+    };
+    // Pieces: [begin, end) of device commands, or one ref dispatch.
+    struct Piece {
+      size_t begin, end;
+      const ref::RefExecutable* exe;
+      Recorded run;
+    };
+    std::vector<Piece> pieces;
+    for (size_t i = 0; i < commands.size(); ++i) {
+      if (const ref::RefExecutable* exe = interpreted(commands[i])) {
+        KILN_CHECK(ref::checkInterpreted(*this, *exe, commands[i]));
+        pieces.push_back({i, i + 1, exe, {}});
+      } else if (pieces.empty() || pieces.back().exe) {
+        pieces.push_back({i, i + 1, nullptr, {}});
+      } else {
+        pieces.back().end = i + 1;
+      }
+    }
+    if (pieces.empty()) pieces.push_back({0, 0, nullptr, {}}); // still waits and signals
     auto* gpuWait = dynamic_cast<const VulkanSemaphore*>(wait);
     if (gpuWait && &gpuWait->owner() != this) gpuWait = nullptr;
     // A semaphore of another device is waited for on the host.
@@ -364,65 +463,47 @@ Status VulkanDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t w
     auto* gpuSignal = dynamic_cast<VulkanSemaphore*>(&signal);
     if (gpuSignal && &gpuSignal->owner() != this) gpuSignal = nullptr;
 
-    const Api& vk = api();
-    std::vector<VulkanBuffer*> used;
-    for (const Command& c : hcb->commands()) {
-      for (const Binding& b : c.bindings)
-        if (auto* vb = dynamic_cast<VulkanBuffer*>(b.buffer)) used.push_back(vb);
-      for (Buffer* b : {c.src, c.dst})
-        if (auto* vb = dynamic_cast<VulkanBuffer*>(b)) used.push_back(vb);
-    }
-    uint64_t serial = 0;
+    auto discardAll = [&] {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      for (Piece& p : pieces) discard(p.run);
+    };
     {
       std::lock_guard<std::mutex> lock(queueMu_);
       reclaim();
-      KILN_TRY(VkDescriptorPool pool, descriptorPoolFor(*hcb));
-      VkCommandBuffer vcb = VK_NULL_HANDLE;
-      VkResult r = beginOneTime(vk, device_, commandPool_, &vcb);
-      auto release = [&] {
-        if (vcb) vk.vkFreeCommandBuffers(device_, commandPool_, 1, &vcb);
-        if (pool) vk.vkDestroyDescriptorPool(device_, pool, nullptr);
-      };
-      if (r != VK_SUCCESS) {
-        release();
-        return vkError("vkAllocateCommandBuffers", r);
+      for (Piece& p : pieces) {
+        if (p.exe) continue;
+        Result<Recorded> run = recordRun(Commands(commands).subspan(p.begin, p.end - p.begin));
+        if (!run.ok()) {
+          for (Piece& q : pieces) discard(q.run);
+          return run.diags();
+        }
+        p.run = run.take();
       }
-      Status recorded = record(vcb, *hcb, pool);
-      vk.vkEndCommandBuffer(vcb);
-      if (!recorded.ok()) {
-        release();
-        return recorded;
-      }
-      serial = ++serial_;
-      VkSemaphore signals[2] = {queueTimeline_, gpuSignal ? gpuSignal->handle() : VK_NULL_HANDLE};
-      uint64_t signalValues[2] = {serial, signalValue};
-      VkSemaphore waitSem = gpuWait ? gpuWait->handle() : VK_NULL_HANDLE;
-      VkPipelineStageFlags waitStage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-      VkTimelineSemaphoreSubmitInfo ti{};
-      ti.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO;
-      ti.waitSemaphoreValueCount = gpuWait ? 1 : 0;
-      ti.pWaitSemaphoreValues = &waitValue;
-      ti.signalSemaphoreValueCount = gpuSignal ? 2 : 1;
-      ti.pSignalSemaphoreValues = signalValues;
-      VkSubmitInfo si{};
-      si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-      si.pNext = &ti;
-      si.waitSemaphoreCount = gpuWait ? 1 : 0;
-      si.pWaitSemaphores = &waitSem;
-      si.pWaitDstStageMask = &waitStage;
-      si.commandBufferCount = 1;
-      si.pCommandBuffers = &vcb;
-      si.signalSemaphoreCount = gpuSignal ? 2 : 1;
-      si.pSignalSemaphores = signals;
-      if (r = vk.vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE); r != VK_SUCCESS) {
-        --serial_;
-        release();
-        return vkError("vkQueueSubmit", r);
-      }
-      inFlight_.push_back({serial, vcb, pool});
-      for (VulkanBuffer* b : used) b->lastUse = serial;
     }
-    if (!gpuSignal) {
+    uint64_t serial = 0; // of the last run submitted
+    bool signaled = false;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      Piece& p = pieces[i];
+      Status step = [&]() -> Status {
+        if (!p.exe) {
+          bool last = i + 1 == pieces.size();
+          KILN_TRY(serial, submitRecorded(p.run, gpuWait, waitValue, last ? gpuSignal : nullptr,
+                                          signalValue));
+          signaled = last && gpuSignal;
+          gpuWait = nullptr;
+          return ok();
+        }
+        if (gpuWait) KILN_CHECK(gpuWait->wait(waitValue));
+        gpuWait = nullptr;
+        KILN_CHECK(waitSerial(serial));
+        return ref::runInterpreted(*this, *p.exe, commands[p.begin]);
+      }();
+      if (!step.ok()) {
+        discardAll();
+        return step;
+      }
+    }
+    if (!signaled) {
       KILN_CHECK(waitSerial(serial));
       signal.signal(signalValue);
     }

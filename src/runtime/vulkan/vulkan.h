@@ -1,5 +1,7 @@
 // The `vulkan` driver: every physical device with a compute queue that the Vulkan loader
-// offers is vulkan[N], running the SPIR-V kernels of `vulkan` executables (payload.h).
+// offers is vulkan[N], running the SPIR-V kernels of `vulkan` executables (payload.h) and, on
+// the host with the interpreter, the tensor-level kernels of `ref` executables (those the
+// vulkan backend could not lower), in order with the device's own commands (submit.cpp).
 //
 //   loader.cpp          opens libvulkan.so.1 with dlopen (a machine without it still runs every
 //                       other driver), creates the instance once per process, with the Khronos
@@ -7,8 +9,9 @@
 //                       when KILN_VULKAN_VALIDATION=1
 //   driver.cpp          enumerates devices, describes them (kiln devices), opens them
 //   device.cpp          the logical device: one compute queue, the features kernels may need,
-//                       buffers, submissions (one VkCommandBuffer per submission, barriers from
-//                       the recorded commands' buffer hazards), timeline semaphores
+//                       buffers, timeline semaphores
+//   submit.cpp          submissions: one VkCommandBuffer per run of device commands, barriers
+//                       from the recorded commands' buffer hazards, ref dispatches between runs
 //   executable.cpp      checks each kernel against the live device, builds its pipeline once at
 //                       load; pipeline_cache.cpp keeps the VkPipelineCache on disk
 //
@@ -27,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -276,6 +280,11 @@ public:
   Status runNow(const std::function<void(VkCommandBuffer)>& record);
   // Test hook: behave from now on as a device that reported VK_ERROR_DEVICE_LOST.
   void simulateDeviceLost() { lost_ = true; }
+  // vkQueueSubmit calls so far (tests count the VkCommandBuffers a submission became).
+  uint64_t queueSubmits() const {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    return serial_;
+  }
   // Host reads and writes go through staging buffers (memory not host-visible, or
   // KILN_VULKAN_STAGING=1).
   bool staging() const { return !hostVisible_; }
@@ -286,13 +295,26 @@ public:
 private:
   VulkanDevice(std::shared_ptr<Instance> instance, int64_t ordinal, VkPhysicalDevice pd);
   Status init();
-  Status record(VkCommandBuffer vcb, const host::HostCommandBuffer& cb, VkDescriptorPool pool);
+  // A run of device commands (no ref dispatch) recorded into one VkCommandBuffer, not yet
+  // submitted.
+  struct Recorded {
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    std::vector<VulkanBuffer*> used;
+  };
+  using Commands = std::span<const host::HostCommandBuffer::Command>;
+  Status record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool);
   Status recordDispatch(VkCommandBuffer vcb, const host::HostCommandBuffer::Command& c,
                         VkDescriptorPool pool);
-  Result<VkDescriptorPool> descriptorPoolFor(const host::HostCommandBuffer& cb);
-  Status submitRecorded(VkCommandBuffer vcb, VkDescriptorPool pool, const VulkanSemaphore* wait,
-                        uint64_t waitValue, const VulkanSemaphore* signal, uint64_t signalValue,
-                        const std::vector<VulkanBuffer*>& used);
+  Result<VkDescriptorPool> descriptorPoolFor(Commands commands);
+  // Records `commands` (queueMu_ held).
+  Result<Recorded> recordRun(Commands commands);
+  // Frees a run that was recorded but not submitted (queueMu_ held).
+  void discard(Recorded& run);
+  // Submits a recorded run that waits for `wait` (may be null) and signals `signal` on the
+  // device; returns its queue serial. On failure the run is freed.
+  Result<uint64_t> submitRecorded(Recorded& run, const VulkanSemaphore* wait, uint64_t waitValue,
+                                  VulkanSemaphore* signal, uint64_t signalValue);
   void reclaim();
 
   std::shared_ptr<Instance> instance_;
