@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "cli.h"
-#include "ir/parser.h"
-#include "ir/verifier.h"
+#include "ir/text/parser.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln::cli {
 

@@ -52,8 +52,8 @@
 #include <unordered_set>
 
 #include "analysis/cost.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/passes.h"
 
 namespace kiln {

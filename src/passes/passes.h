@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "ir/rewrite.h"
+#include "ir/core/rewrite.h"
 #include "passes/codegen.h"
 #include "passes/pass.h"
 

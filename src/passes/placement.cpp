@@ -6,8 +6,8 @@
 #include <unordered_map>
 
 #include "analysis/cost.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 
 namespace kiln {

@@ -11,8 +11,9 @@
 //              not returned is freed right after its last use, so the live set, not the sum
 //              of all tensors, bounds memory; `wait` precedes `return`.
 //              Every `launch` in the module (hand-written ones too) carries `push`, the symbols
-//              its kernel reads (ir/push_constants.h), and, for a lowered kernel, `workgroups`,
-//              its grid (analysis/kernel_grid.h); a launch that already records them must agree.
+//              its kernel reads (ir/core/push_constants.h), and, for a lowered kernel,
+//              `workgroups`, its grid (analysis/kernel_grid.h); a launch that already records
+//              them must agree.
 // Invalidates: nothing (tensor-level analyses do not apply to host functions).
 //
 // Devices: an op placed on a device (`on ref[1]`, from affinity) runs there, a weight is
@@ -42,8 +43,8 @@
 
 #include "analysis/donation.h"
 #include "analysis/kernel_grid.h"
-#include "ir/printer.h"
-#include "ir/push_constants.h"
+#include "ir/core/push_constants.h"
+#include "ir/text/printer.h"
 #include "passes/codegen.h"
 #include "passes/passes.h"
 

@@ -4,10 +4,10 @@
 #include <doctest/doctest.h>
 
 #include "analysis/cost.h"
-#include "ir/builder.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 #include "passes/pass.h"
 #include "passes/placement.h"

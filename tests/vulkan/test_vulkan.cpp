@@ -22,7 +22,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/parser.h"
+#include "ir/text/parser.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"
 #include "runtime/vulkan/payload.h"
