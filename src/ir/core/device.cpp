@@ -1,10 +1,7 @@
-// Device targets and the resolution of device references against the declared set.
+// Device targets: the known kinds and the KIND[ORDINAL] spelling.
 #include "ir/core/device.h"
 
 #include <charconv>
-
-#include "ir/core/ir.h"
-#include "ir/text/printer.h"
 
 namespace kiln {
 
@@ -35,78 +32,6 @@ Result<DeviceTarget> parseDeviceTarget(std::string_view text, const Loc& where) 
                             "': expected KIND[ORDINAL] with an ordinal in [0, 65535], like " +
                             std::string(kind) + "[0]");
   return t;
-}
-
-namespace {
-
-// One place in a function that names a device.
-struct DeviceRef {
-  DeviceTarget target;
-  Loc loc;
-  std::string what; // "op 'matmul' (%5)", "argument %x of @main", ...
-  const Op* op = nullptr;
-};
-
-std::vector<DeviceRef> collectRefs(const Module& m) {
-  std::vector<DeviceRef> refs;
-  for (const auto& f : m.funcs()) {
-    std::string fn = "@" + f->name();
-    for (size_t i = 0; i < f->numArgs(); ++i)
-      if (auto d = f->argDevice(i))
-        refs.push_back({*d, f->loc(), "argument " + std::to_string(i) + " of " + fn});
-    for (size_t i = 0; i < f->resultTypes().size(); ++i)
-      if (auto d = f->resultDevice(i))
-        refs.push_back({*d, f->loc(), "result " + std::to_string(i) + " of " + fn});
-    for (const auto& op : f->ops())
-      if (const auto& d = op->device())
-        refs.push_back({*d, op->loc(), "op '" + std::string(op->name()) + "' in " + fn, op.get()});
-  }
-  return refs;
-}
-
-std::string declaredList(const Module& m) {
-  std::string s;
-  for (const DeviceDecl& d : m.devices()) s += (s.empty() ? "" : ", ") + d.target.str();
-  return s.empty() ? "none" : s;
-}
-
-} // namespace
-
-Status resolveDevices(Module& m, const DeviceFlags& flags) {
-  for (const std::string& text : flags.devices) {
-    Loc where = Loc::named("--device=" + text);
-    KILN_TRY(DeviceTarget t, parseDeviceTarget(text, where));
-    if (!m.findDevice(t)) KILN_CHECK(m.addDevice(DeviceDecl{"", t, where}));
-  }
-  std::vector<DeviceRef> refs = collectRefs(m);
-  if (flags.autoDeclare)
-    for (const DeviceRef& r : refs)
-      if (!m.findDevice(r.target))
-        KILN_CHECK(m.addDevice(DeviceDecl{"", r.target, Loc::named("--devices=auto")}));
-  Diags diags;
-  std::vector<DeviceTarget> reported;
-  for (const DeviceRef& r : refs) {
-    if (m.findDevice(r.target)) continue;
-    // One error per missing device, at its first reference; the rest are counted.
-    bool seen = false;
-    for (const DeviceTarget& t : reported) seen = seen || t == r.target;
-    if (seen) continue;
-    reported.push_back(r.target);
-    size_t more = 0;
-    for (const DeviceRef& o : refs) more += o.target == r.target ? 1 : 0;
-    std::string flag = "--device=" + r.target.str();
-    Diag d = error(r.loc, r.what + " runs on device " + r.target.str() +
-                              ", which is not declared; add " + flag);
-    if (r.op) d.notes.push_back(note(r.op->loc(), "the op: " + printOp(*r.op)));
-    if (more > 1)
-      d.notes.push_back(note(r.loc, std::to_string(more - 1) + " more reference" +
-                                        (more > 2 ? "s" : "") + " to " + r.target.str()));
-    d.notes.push_back(note(r.loc, "declared devices: " + declaredList(m) +
-                                      "; --devices=auto declares every device the program uses"));
-    diags.add(std::move(d));
-  }
-  if (diags.hasErrors()) return diags;
-  return ok();
 }
 
 } // namespace kiln

@@ -1,11 +1,6 @@
-// Device targets: `kind[ordinal]` (ref[0], cpu[0], vulkan[1], hip[7]), the declarations a
-// module carries (`device @d1 = ref[1]`, or unnamed `device ref[0]`), and the resolution of
-// every device reference in a module against the declared set.
-//
-// The declared set is the module's `device` lines plus the `--device=` flags. A reference
-// to a target outside it (an op's `on hip[7]`, a pinned argument or result) is an error
-// that names the op and the device and prints the exact flag to add; `--devices=auto`
-// declares every referenced target instead.
+// Device targets: `kind[ordinal]` (ref[0], cpu[0], vulkan[1], hip[7]) and the declarations a
+// module carries (`device @d1 = ref[1]`, or unnamed `device ref[0]`). Resolving a module's
+// device references against its declarations is placement's job (passes/placement.h).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +12,6 @@
 #include "ir/core/diag.h"
 
 namespace kiln {
-
-class Module;
 
 struct DeviceTarget {
   std::string kind; // ref, cpu, vulkan, hip
@@ -45,17 +38,5 @@ struct DeviceDecl {
 
 // Largest declared set the affinity lattice represents (one bit per device).
 inline constexpr size_t kMaxDevices = 64;
-
-// What the command line says about devices.
-struct DeviceFlags {
-  std::vector<std::string> devices; // --device=KIND[ORDINAL], in order
-  bool autoDeclare = false;         // --devices=auto
-};
-
-// Adds the flags' targets to the module's declarations (a target already declared is kept
-// once), declares every referenced target when `autoDeclare`, then checks that every
-// reference resolves. Errors name the op (printed as a note) and the device, and end with
-// "add --device=KIND[N]".
-Status resolveDevices(Module& m, const DeviceFlags& flags);
 
 } // namespace kiln
