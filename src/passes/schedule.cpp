@@ -58,19 +58,6 @@ bool isTensorFunc(const Func& f) {
   return true;
 }
 
-} // namespace
-
-std::set<std::string> kernelFunctions(const Module& m) {
-  std::set<std::string> out;
-  for (const auto& f : m.funcs())
-    for (const auto& op : f->ops())
-      if (op->kind() == OpKind::Launch || op->kind() == OpKind::Dispatch)
-        out.insert(op->attrs().getStr("kernel"));
-  return out;
-}
-
-namespace {
-
 Op* insertOp(Func& f, Op* before, OpKind kind, const std::vector<Value*>& operands, Attrs attrs,
              std::vector<Type> types, const Loc& loc) {
   auto op = std::make_unique<Op>(kind, std::move(types), std::move(attrs), loc);

@@ -179,6 +179,15 @@ bool isLoweredKernel(const Func& k) {
   return k.numArgs() > 0 && k.arg(0)->type().isBuffer();
 }
 
+std::set<std::string> kernelFunctions(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops())
+      if (op->kind() == OpKind::Launch || op->kind() == OpKind::Dispatch)
+        out.insert(op->attrs().getStr("kernel"));
+  return out;
+}
+
 Func* Module::addFunc(std::unique_ptr<Func> f) {
   f->parent_ = this;
   funcs_.push_back(std::move(f));

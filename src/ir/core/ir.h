@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -263,6 +264,10 @@ template <typename F> void walkOps(const Func& f, F&& fn) { walkOps(f.body(), fn
 // A kernel after `lower`: it holds kernel-level ops or takes buffers (kernel IR), as
 // opposed to a tensor-level kernel function that runs through the interpreter.
 bool isLoweredKernel(const Func& k);
+
+// Names of the functions that some host `launch` or tensor-level `dispatch` in the module
+// runs (kernels, not entries).
+std::set<std::string> kernelFunctions(const Module& m);
 
 // A weight stored outside the IR text, loaded lazily (mmap) from a safetensors file.
 struct WeightDecl {
