@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "compiler/compiler.h"
-#include "ir/diag.h"
-#include "ir/host_tensor.h"
-#include "ir/ir.h"
-#include "ir/npy.h"
+#include "ir/core/diag.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
+#include "ir/io/npy.h"
 #include "passes/pass.h"
 #include "runtime/drivers.h"
 #include "runtime/program.h"

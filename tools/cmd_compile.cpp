@@ -3,7 +3,7 @@
 
 #include "analysis/donation_specs.h"
 #include "cli.h"
-#include "ir/printer.h"
+#include "ir/text/printer.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/placement_report.h"

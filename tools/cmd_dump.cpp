@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "cli.h"
-#include "ir/parser.h"
+#include "ir/text/parser.h"
 #include "runtime/cpu/payload.h"
 #include "runtime/module_format.h"
 

@@ -5,9 +5,9 @@
 
 #include "cli.h"
 #include "frontends/onnx/import.h"
-#include "ir/printer.h"
-#include "ir/safetensors.h"
-#include "ir/verifier.h"
+#include "ir/io/safetensors.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln::cli {
 

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "cli.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"

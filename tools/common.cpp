@@ -5,10 +5,12 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "cli.h"
-#include "ir/parser.h"
-#include "ir/verifier.h"
+#include "ir/text/parser.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln::cli {
 
@@ -95,20 +97,35 @@ Status writeTextFile(const std::string& path, const std::string& text) {
   return ok();
 }
 
-// The library names API concepts where a diagnostic has no source location (`target`,
-// `device`, `function`, `pipeline`); the CLI names the flag the user typed instead.
+// The library names API concepts (passes/placement.h): a location `target`, `device`,
+// `function`, `pipeline` or `autoDeclare` is an option, `device=SPEC`, `place=SPEC` or
+// `partition=SPEC` an option holding that spec, "declare device KIND[N]" and `autoDeclare` in a
+// message the fix. The CLI names the flag the user typed instead.
 static Diags asFlags(Diags diags) {
   static const std::map<std::string, std::string> flags = {{"target", "--target"},
                                                            {"device", "--device"},
                                                            {"function", "--function"},
-                                                           {"pipeline", "--pass"}};
-  auto rename = [&](Loc& loc) {
-    auto it = loc.line == 0 ? flags.find(loc.file) : flags.end();
-    if (it != flags.end()) loc.file = it->second;
+                                                           {"pipeline", "--pass"},
+                                                           {"autoDeclare", "--devices=auto"}};
+  static const std::vector<std::string> specs = {"device=", "place=", "partition="};
+  static const std::vector<std::pair<std::string, std::string>> phrases = {
+      {"declare device ", "add --device="}, {"autoDeclare", "--devices=auto"}};
+  auto rename = [&](Diag& d) {
+    Loc& loc = d.loc;
+    if (loc.line == 0) {
+      auto it = flags.find(loc.file);
+      if (it != flags.end()) loc.file = it->second;
+      for (const std::string& s : specs)
+        if (loc.file.starts_with(s)) loc.file = "--" + loc.file;
+    }
+    for (const auto& [from, to] : phrases)
+      for (size_t at = d.message.find(from); at != std::string::npos;
+           at = d.message.find(from, at + to.size()))
+        d.message.replace(at, from.size(), to);
   };
   for (Diag& d : diags.list) {
-    rename(d.loc);
-    for (Diag& n : d.notes) rename(n.loc);
+    rename(d);
+    for (Diag& n : d.notes) rename(n);
   }
   return diags;
 }

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "compiler/compiler.h"
-#include "ir/diag.h"
+#include "ir/core/diag.h"
 #include "runtime/program.h"
 
 namespace kiln {

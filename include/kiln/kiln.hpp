@@ -10,14 +10,14 @@
 //   auto outs = kiln::interpret(*(*m)->lookupFunc("main"), inputs, weights);
 #pragma once
 
-#include "ir/builder.h"
-#include "ir/diag.h"
-#include "ir/interp.h"
-#include "ir/ir.h"
-#include "ir/npy.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/core/diag.h"
+#include "ir/core/ir.h"
+#include "ir/interp/interp.h"
+#include "ir/io/npy.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 #include "passes/pass_manager.h"
 #include "passes/placement.h"

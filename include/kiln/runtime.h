@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/host_tensor.h"
+#include "ir/core/diag.h"
+#include "ir/core/host_tensor.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
-#include "ir/types.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/types.h"
 
 namespace kiln::python {
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ir/diag.h"
+#include "ir/core/diag.h"
 
 namespace kiln::python {
 

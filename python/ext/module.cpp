@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "errors.h"
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 #include "results.h"
 #include "runtime/module_format.h"
 

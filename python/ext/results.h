@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "arguments.h"
-#include "ir/host_tensor.h"
+#include "ir/core/host_tensor.h"
 
 namespace kiln::python {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

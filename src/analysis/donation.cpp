@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "ir/printer.h"
+#include "ir/text/printer.h"
 
 namespace kiln {
 

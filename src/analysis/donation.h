@@ -18,7 +18,7 @@
 
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

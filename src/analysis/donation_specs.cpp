@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <set>
 
-#include "passes/passes.h"
-
 namespace kiln {
 
 namespace {

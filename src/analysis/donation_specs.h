@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

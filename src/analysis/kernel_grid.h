@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
-#include "ir/symexpr.h"
+#include "ir/core/ir.h"
+#include "ir/core/symexpr.h"
 
 namespace kiln {
 

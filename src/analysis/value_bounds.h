@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

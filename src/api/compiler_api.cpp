@@ -1,7 +1,7 @@
 // include/kiln/compiler.h: compile from a file or from memory.
 #include "compiler/memory.h"
 #include "frontends/onnx/import.h"
-#include "ir/verifier.h"
+#include "ir/verify/verifier.h"
 #include "kiln/compiler.h"
 #include "runtime/module_format.h"
 

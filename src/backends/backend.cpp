@@ -5,7 +5,7 @@
 
 #include "backends/ref/ref_backend.h"
 #include "backends/sim/sim_backend.h"
-#include "ir/printer.h"
+#include "ir/text/printer.h"
 #ifdef KILN_HAVE_LLVM
 #include "backends/cpu/cpu_backend.h"
 #endif

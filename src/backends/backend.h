@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/device.h"
-#include "ir/ir.h"
+#include "ir/core/device.h"
+#include "ir/core/ir.h"
 #include "passes/pass_manager.h"
 #include "target/tile_config.h"
 

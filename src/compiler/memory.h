@@ -3,7 +3,7 @@
 // --emit=schedule` and `kiln dump` report).
 #pragma once
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 #include "runtime/program.h"
 
 namespace kiln {

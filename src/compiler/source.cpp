@@ -1,8 +1,8 @@
 // loadSourceModule: the one place a model file becomes a verified tensor-level Module.
 #include "compiler/compiler.h"
 #include "frontends/onnx/import.h"
-#include "ir/parser.h"
-#include "ir/verifier.h"
+#include "ir/text/parser.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln {
 

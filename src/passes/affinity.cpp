@@ -52,9 +52,10 @@
 #include <unordered_set>
 
 #include "analysis/cost.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/passes.h"
+#include "passes/placement.h"
 
 namespace kiln {
 
@@ -460,7 +461,7 @@ private:
       }
       if (!bit(*t)) {
         diags.add(error(op->loc(), "transfer to undeclared device " + t->str() +
-                                       "; add --device=" + t->str()));
+                                       "; declare device " + t->str()));
         continue;
       }
       op->setDevice(*t);
@@ -502,7 +503,7 @@ public:
 
 Result<AffinityStats> runAffinity(Module& m, const AffinityOptions& opts) {
   if (m.devices().empty())
-    return error(Loc{}, "affinity needs at least one declared device; add --device=ref[0] (or a "
+    return error(Loc{}, "affinity needs at least one declared device; declare device ref[0] (or a "
                         "`device ref[0]` line)");
   KILN_CHECK(resolveDevices(m, {}));
   AffinityStats stats;

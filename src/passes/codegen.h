@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 #include "passes/pass.h"
 #include "target/target.h"
 #include "target/tile_config.h"

@@ -19,7 +19,7 @@
 // merge heads into M; that is refused when it would grow the tile (and shared memory).
 #include <map>
 
-#include "ir/builder.h"
+#include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/lower/strategy.h"
 #include "passes/passes.h"

@@ -35,7 +35,7 @@
 #include <set>
 
 #include "analysis/donation.h"
-#include "ir/builder.h"
+#include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"

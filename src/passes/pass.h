@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

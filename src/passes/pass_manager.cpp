@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln {
 

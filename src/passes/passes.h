@@ -6,10 +6,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 
-#include "ir/rewrite.h"
+#include "ir/core/rewrite.h"
 #include "passes/codegen.h"
 #include "passes/pass.h"
 
@@ -36,9 +35,6 @@ struct ScheduleOptions {
   std::string device = "ref[0]"; // where ops without a device (`on ...`) run
 };
 std::unique_ptr<Pass> createSchedulePass(const ScheduleOptions& opts = {});
-// Names of the functions that some host `launch` or tensor-level `dispatch` in the module
-// runs (kernels, not entries).
-std::set<std::string> kernelFunctions(const Module& m);
 
 // Constant folding only produces results of at most this many elements: a larger result
 // would grow the IR text and the module, and computing it at run time costs no more.

@@ -6,11 +6,82 @@
 #include <unordered_map>
 
 #include "analysis/cost.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 
 namespace kiln {
+
+namespace {
+
+// One place in a function that names a device.
+struct DeviceRef {
+  DeviceTarget target;
+  Loc loc;
+  std::string what; // "op 'matmul' (%5)", "argument %x of @main", ...
+  const Op* op = nullptr;
+};
+
+std::vector<DeviceRef> collectRefs(const Module& m) {
+  std::vector<DeviceRef> refs;
+  for (const auto& f : m.funcs()) {
+    std::string fn = "@" + f->name();
+    for (size_t i = 0; i < f->numArgs(); ++i)
+      if (auto d = f->argDevice(i))
+        refs.push_back({*d, f->loc(), "argument " + std::to_string(i) + " of " + fn});
+    for (size_t i = 0; i < f->resultTypes().size(); ++i)
+      if (auto d = f->resultDevice(i))
+        refs.push_back({*d, f->loc(), "result " + std::to_string(i) + " of " + fn});
+    for (const auto& op : f->ops())
+      if (const auto& d = op->device())
+        refs.push_back({*d, op->loc(), "op '" + std::string(op->name()) + "' in " + fn, op.get()});
+  }
+  return refs;
+}
+
+std::string declaredList(const Module& m) {
+  std::string s;
+  for (const DeviceDecl& d : m.devices()) s += (s.empty() ? "" : ", ") + d.target.str();
+  return s.empty() ? "none" : s;
+}
+
+} // namespace
+
+Status resolveDevices(Module& m, const DeviceOptions& opts) {
+  for (const std::string& text : opts.devices) {
+    Loc where = Loc::named("device=" + text);
+    KILN_TRY(DeviceTarget t, parseDeviceTarget(text, where));
+    if (!m.findDevice(t)) KILN_CHECK(m.addDevice(DeviceDecl{"", t, where}));
+  }
+  std::vector<DeviceRef> refs = collectRefs(m);
+  if (opts.autoDeclare)
+    for (const DeviceRef& r : refs)
+      if (!m.findDevice(r.target))
+        KILN_CHECK(m.addDevice(DeviceDecl{"", r.target, Loc::named("autoDeclare")}));
+  Diags diags;
+  std::vector<DeviceTarget> reported;
+  for (const DeviceRef& r : refs) {
+    if (m.findDevice(r.target)) continue;
+    // One error per missing device, at its first reference; the rest are counted.
+    bool seen = false;
+    for (const DeviceTarget& t : reported) seen = seen || t == r.target;
+    if (seen) continue;
+    reported.push_back(r.target);
+    size_t more = 0;
+    for (const DeviceRef& o : refs) more += o.target == r.target ? 1 : 0;
+    Diag d = error(r.loc, r.what + " runs on device " + r.target.str() +
+                              ", which is not declared; declare device " + r.target.str());
+    if (r.op) d.notes.push_back(note(r.op->loc(), "the op: " + printOp(*r.op)));
+    if (more > 1)
+      d.notes.push_back(note(r.loc, std::to_string(more - 1) + " more reference" +
+                                        (more > 2 ? "s" : "") + " to " + r.target.str()));
+    d.notes.push_back(note(r.loc, "declared devices: " + declaredList(m) +
+                                      "; autoDeclare declares every device the program uses"));
+    diags.add(std::move(d));
+  }
+  if (diags.hasErrors()) return diags;
+  return ok();
+}
 
 bool globMatch(std::string_view p, std::string_view t) {
   // Iterative matcher with one backtrack point: linear-ish, no recursion on hostile input.
@@ -57,7 +128,7 @@ Result<DeviceTarget> placeDevice(const Module& m, const std::string& text, const
   }
   KILN_TRY(DeviceTarget t, parseDeviceTarget(text, where));
   if (!m.findDevice(t))
-    return error(where, "device " + t.str() + " is not declared; add --device=" + t.str());
+    return error(where, "device " + t.str() + " is not declared; declare device " + t.str());
   return t;
 }
 
@@ -71,10 +142,10 @@ Status applyPlacement(Module& m, const std::vector<std::string>& specs) {
   std::unordered_map<const Op*, Pin> pinned;
   Diags diags;
   for (const std::string& spec : specs) {
-    Loc where = Loc::named("--place=" + spec);
+    Loc where = Loc::named("place=" + spec);
     size_t eq = spec.rfind('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      diags.add(error(where, "expected --place=PATTERN=DEVICE, like --place='blocks.1.*=ref[1]'"));
+      diags.add(error(where, "expected PATTERN=DEVICE, like 'blocks.1.*=ref[1]'"));
       continue;
     }
     std::string pattern = spec.substr(0, eq);
@@ -91,13 +162,13 @@ Status applyPlacement(Module& m, const std::vector<std::string>& specs) {
         auto prev = pinned.find(op.get());
         std::optional<std::string> other;
         if (prev != pinned.end() && prev->second.device != *dev)
-          other = prev->second.device.str() + " (by --place=" + prev->second.spec + ")";
+          other = prev->second.device.str() + " (placed by '" + prev->second.spec + "')";
         else if (prev == pinned.end() && op->device() && *op->device() != *dev)
           other = op->device()->str() + " (in the IR)";
         if (other) {
           Diag d = error(op->loc(), "op '" + std::string(op->name()) +
                                         "' is pinned to two devices: " + *other + " and " +
-                                        dev->str() + " (by --place=" + spec + ")");
+                                        dev->str() + " (placed by '" + spec + "')");
           d.notes.push_back(note(op->loc(), "the op: " + printOp(*op)));
           diags.add(std::move(d));
           continue;
@@ -112,10 +183,10 @@ Status applyPlacement(Module& m, const std::vector<std::string>& specs) {
 }
 
 Result<int> parsePartitionSpec(const std::string& spec) {
-  Loc where = Loc::named("--partition=" + spec);
+  Loc where = Loc::named("partition=" + spec);
   const std::string prefix = "pipeline:";
   if (spec.rfind(prefix, 0) != 0)
-    return error(where, "expected --partition=pipeline:N (the only partitioning kiln has)");
+    return error(where, "expected pipeline:N (the only partitioning kiln has)");
   std::string n = spec.substr(prefix.size());
   if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(n) < 1)
@@ -194,16 +265,16 @@ void partitionFunc(const Module& m, Func& f, int stages) {
 
 Status partitionPipeline(Module& m, int stages) {
   if (stages < 1 || static_cast<size_t>(stages) > m.devices().size()) {
-    std::string msg = "--partition=pipeline:" + std::to_string(stages) + " needs " +
+    std::string msg = "a pipeline of " + std::to_string(stages) + " stages needs " +
                       std::to_string(stages) + " declared devices, found " +
                       std::to_string(m.devices().size());
     if (static_cast<size_t>(stages) > m.devices().size() && !m.devices().empty()) {
       const DeviceTarget& last = m.devices().back().target;
-      msg += "; add --device=" + last.kind + "[" + std::to_string(last.ordinal + 1) + "] ...";
+      msg += "; declare device " + last.kind + "[" + std::to_string(last.ordinal + 1) + "] ...";
     } else if (m.devices().empty()) {
-      msg += "; add --device=ref[0] ...";
+      msg += "; declare device ref[0] ...";
     }
-    return error(Loc::named("--partition=pipeline:" + std::to_string(stages)), msg);
+    return error(Loc::named("partition=pipeline:" + std::to_string(stages)), msg);
   }
   for (const auto& f : m.funcs()) partitionFunc(m, *f, stages);
   return ok();
@@ -211,15 +282,15 @@ Status partitionPipeline(Module& m, int stages) {
 
 namespace {
 
-// --devices=auto also declares the devices that --place names (a malformed spec is left for
+// autoDeclare also declares the devices that the placement specs name (a malformed spec is left for
 // applyPlacement to report).
 Status declarePlacedDevices(Module& m, const std::vector<std::string>& specs) {
   for (const std::string& spec : specs) {
     size_t eq = spec.rfind('=');
     if (eq == std::string::npos || eq + 1 >= spec.size() || spec[eq + 1] == '@') continue;
-    Result<DeviceTarget> t = parseDeviceTarget(spec.substr(eq + 1), Loc::named("--place=" + spec));
+    Result<DeviceTarget> t = parseDeviceTarget(spec.substr(eq + 1), Loc::named("place=" + spec));
     if (t.ok() && !m.findDevice(*t))
-      KILN_CHECK(m.addDevice(DeviceDecl{"", *t, Loc::named("--devices=auto")}));
+      KILN_CHECK(m.addDevice(DeviceDecl{"", *t, Loc::named("autoDeclare")}));
   }
   return ok();
 }

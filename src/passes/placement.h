@@ -1,5 +1,10 @@
-// User placement (`--place=PATTERN=DEVICE`) and pipeline partitioning
-// (`--partition=pipeline:N`): both only pin ops to devices; affinity does the rest.
+// Device declarations, user placement (`PATTERN=DEVICE` specs) and pipeline partitioning
+// (`pipeline:N`): they declare devices and pin ops to them; affinity does the rest.
+//
+// Errors name the API's concepts, never a command-line flag: a location `device=SPEC`,
+// `place=SPEC` or `partition=SPEC` is the option that holds the spec, "declare device
+// KIND[N]" is the fix (PlacementOptions::devices, or a `device` line in the module), and
+// `autoDeclare` is DeviceOptions::autoDeclare. The CLI (tools/common.cpp) prints the flags.
 #pragma once
 
 #include <functional>
@@ -7,9 +12,21 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
+
+// The devices a module runs on besides its own `device` lines.
+struct DeviceOptions {
+  std::vector<std::string> devices; // KIND[ORDINAL], in order (the CLI's --device)
+  bool autoDeclare = false;         // declare every device the program uses (--devices=auto)
+};
+
+// Adds the options' devices to the module's declarations (a target already declared is kept
+// once), declares every referenced target when `autoDeclare`, then checks that every
+// device reference (an op's `on hip[7]`, a pinned argument or result) resolves. An error
+// names the op (printed as a note) and the device, and ends with "declare device KIND[N]".
+Status resolveDevices(Module& m, const DeviceOptions& opts);
 
 // Glob match with `*` (any run) and `?` (any one character).
 bool globMatch(std::string_view pattern, std::string_view text);
@@ -33,9 +50,9 @@ Result<int> parsePartitionSpec(const std::string& spec);
 // that use it. Fails when fewer than `stages` devices are declared.
 Status partitionPipeline(Module& m, int stages);
 
-// Everything the command line says about placement (kiln opt, kiln compile, kiln run).
+// Everything that places a module (kiln opt, kiln compile, kiln run, the API).
 struct PlacementOptions {
-  DeviceFlags devices;            // --device (repeatable), --devices=auto
+  DeviceOptions devices;          // --device (repeatable), --devices=auto
   std::vector<std::string> place; // --place=PATTERN=DEVICE
   std::optional<int> stages;      // --partition=pipeline:N
   bool allowTransfers = true;     // false: --no-transfers

@@ -7,9 +7,9 @@
 #include <unordered_map>
 
 #include "analysis/cost.h"
-#include "ir/lexer.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/lexer.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

@@ -11,8 +11,9 @@
 //              not returned is freed right after its last use, so the live set, not the sum
 //              of all tensors, bounds memory; `wait` precedes `return`.
 //              Every `launch` in the module (hand-written ones too) carries `push`, the symbols
-//              its kernel reads (ir/push_constants.h), and, for a lowered kernel, `workgroups`,
-//              its grid (analysis/kernel_grid.h); a launch that already records them must agree.
+//              its kernel reads (ir/core/push_constants.h), and, for a lowered kernel,
+//              `workgroups`, its grid (analysis/kernel_grid.h); a launch that already records
+//              them must agree.
 // Invalidates: nothing (tensor-level analyses do not apply to host functions).
 //
 // Devices: an op placed on a device (`on ref[1]`, from affinity) runs there, a weight is
@@ -42,8 +43,8 @@
 
 #include "analysis/donation.h"
 #include "analysis/kernel_grid.h"
-#include "ir/printer.h"
-#include "ir/push_constants.h"
+#include "ir/core/push_constants.h"
+#include "ir/text/printer.h"
 #include "passes/codegen.h"
 #include "passes/passes.h"
 
@@ -56,19 +57,6 @@ bool isTensorFunc(const Func& f) {
     if (op->info().level != OpLevel::Tensor) return false;
   return true;
 }
-
-} // namespace
-
-std::set<std::string> kernelFunctions(const Module& m) {
-  std::set<std::string> out;
-  for (const auto& f : m.funcs())
-    for (const auto& op : f->ops())
-      if (op->kind() == OpKind::Launch || op->kind() == OpKind::Dispatch)
-        out.insert(op->attrs().getStr("kernel"));
-  return out;
-}
-
-namespace {
 
 Op* insertOp(Func& f, Op* before, OpKind kind, const std::vector<Value*>& operands, Attrs attrs,
              std::vector<Type> types, const Loc& loc) {

@@ -9,9 +9,9 @@
 //   %0 = add %x, %x : tensor<?xf32>    // %x: tensor<4xf32>
 //   return %0                    =>    %0 = add %x, %x : tensor<4xf32>
 //
-// The rules (inferResultTypes, ir/shape_rules.h) are the same function the builder and
+// The rules (inferResultTypes, ir/core/shape_rules.h) are the same function the builder and
 // the verifier use, so shape-infer cannot disagree with either.
-#include "ir/shape_rules.h"
+#include "ir/core/shape_rules.h"
 #include "passes/passes.h"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 #include "runtime/drivers.h"
 
 namespace kiln {

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
-#include "ir/weights.h"
+#include "ir/core/host_tensor.h"
+#include "ir/io/weights.h"
 #include "runtime/hal.h"
 #include "runtime/program.h"
 

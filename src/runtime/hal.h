@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/device.h"
-#include "ir/diag.h"
-#include "ir/elem_type.h"
+#include "ir/core/device.h"
+#include "ir/core/diag.h"
+#include "ir/core/elem_type.h"
 
 namespace kiln::hal {
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/mapped_file.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
-#include "ir/weights.h"
+#include "ir/io/mapped_file.h"
+#include "ir/io/weights.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln {
 

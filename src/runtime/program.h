@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
-#include "ir/ir.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
+#include "ir/core/diag.h"
 
 namespace kiln {
 

@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "frontends/onnx/import.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -13,9 +13,9 @@
 #include <optional>
 #include <random>
 
-#include "ir/builder.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 namespace kiln::graphgen {
 namespace {

@@ -27,12 +27,12 @@
 #include <string_view>
 
 #include "graphgen.h"
-#include "ir/interp.h"
-#include "ir/npy.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
-#include "ir/weights.h"
+#include "ir/interp/interp.h"
+#include "ir/io/npy.h"
+#include "ir/io/weights.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/pass_manager.h"
 
 namespace {

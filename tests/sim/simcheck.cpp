@@ -21,11 +21,11 @@
 #include <sstream>
 
 #include "graphgen.h"
-#include "ir/interp.h"
-#include "ir/npy.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/interp/interp.h"
+#include "ir/io/npy.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "runtime/sim/sim.h"

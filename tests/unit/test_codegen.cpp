@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "analysis/value_bounds.h"
-#include "ir/interp.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/interp/interp.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"

@@ -2,10 +2,10 @@
 #include <cmath>
 #include <doctest/doctest.h>
 
-#include "ir/attrs.h"
-#include "ir/builder.h"
-#include "ir/host_tensor.h"
-#include "ir/ir.h"
+#include "ir/core/attrs.h"
+#include "ir/core/builder.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
 
 using namespace kiln;
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ir/parser.h"
+#include "ir/text/parser.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"

@@ -4,10 +4,10 @@
 #include <doctest/doctest.h>
 
 #include "analysis/cost.h"
-#include "ir/builder.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/affinity.h"
 #include "passes/pass.h"
 #include "passes/placement.h"
@@ -88,32 +88,32 @@ TEST_CASE("resolution: flags declare, references must be declared, auto declares
 )";
   {
     auto m = parse(text);
-    DeviceFlags flags;
-    for (int i = 0; i < 7; ++i) flags.devices.push_back("hip[" + std::to_string(i) + "]");
-    std::string e = errors(resolveDevices(*m, flags));
+    DeviceOptions opts;
+    for (int i = 0; i < 7; ++i) opts.devices.push_back("hip[" + std::to_string(i) + "]");
+    std::string e = errors(resolveDevices(*m, opts));
     CHECK(e.find("t.kir:2:3: error: op 'neg' in @main runs on device hip[7], which is not "
-                 "declared; add --device=hip[7]") != std::string::npos);
+                 "declared; declare device hip[7]") != std::string::npos);
     CHECK(e.find("note: the op: %0 = neg %x : tensor<4xf32> on hip[7]") != std::string::npos);
     CHECK(e.find("declared devices: hip[0], hip[1], hip[2], hip[3], hip[4], hip[5], hip[6]") !=
           std::string::npos);
-    flags.devices.push_back("hip[7]");
-    flags.devices.push_back("hip[7]"); // a repeat is kept once
-    CHECK(resolveDevices(*m, flags).ok());
+    opts.devices.push_back("hip[7]");
+    opts.devices.push_back("hip[7]"); // a repeat is kept once
+    CHECK(resolveDevices(*m, opts).ok());
     CHECK(m->devices().size() == 8);
   }
   {
     auto m = parse(text);
-    DeviceFlags flags;
-    flags.autoDeclare = true;
-    CHECK(resolveDevices(*m, flags).ok());
+    DeviceOptions opts;
+    opts.autoDeclare = true;
+    CHECK(resolveDevices(*m, opts).ok());
     REQUIRE(m->devices().size() == 1);
     CHECK(m->devices()[0].target.str() == "hip[7]");
   }
   {
     auto m = parse(text);
-    DeviceFlags flags;
-    flags.devices = {"gpu[0]"};
-    CHECK(errors(resolveDevices(*m, flags)).find("--device=gpu[0]: error: unknown device kind") !=
+    DeviceOptions opts;
+    opts.devices = {"gpu[0]"};
+    CHECK(errors(resolveDevices(*m, opts)).find("device=gpu[0]: error: unknown device kind") !=
           std::string::npos);
   }
 }

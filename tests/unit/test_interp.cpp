@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <limits>
 
-#include "ir/builder.h"
-#include "ir/interp.h"
-#include "ir/safetensors.h"
+#include "ir/core/builder.h"
+#include "ir/interp/interp.h"
+#include "ir/io/safetensors.h"
 
 using namespace kiln;
 

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "ir/ir.h"
-#include "ir/npy.h"
-#include "ir/safetensors.h"
-#include "ir/weights.h"
+#include "ir/core/ir.h"
+#include "ir/io/npy.h"
+#include "ir/io/safetensors.h"
+#include "ir/io/weights.h"
 
 using namespace kiln;
 

@@ -9,10 +9,10 @@
 
 #include "frontends/onnx/import.h"
 #include "frontends/onnx/onnx_proto.h"
-#include "ir/builder.h"
-#include "ir/interp.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/interp/interp.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 using namespace kiln;
 namespace pb = ::onnx;

@@ -8,10 +8,10 @@
 #include <limits>
 #include <random>
 
-#include "ir/builder.h"
-#include "ir/lexer.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
+#include "ir/core/builder.h"
+#include "ir/text/lexer.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
 
 using namespace kiln;
 

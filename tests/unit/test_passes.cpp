@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 #include <sstream>
 
-#include "ir/builder.h"
-#include "ir/printer.h"
+#include "ir/core/builder.h"
+#include "ir/text/printer.h"
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
 

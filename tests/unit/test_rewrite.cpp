@@ -3,8 +3,8 @@
 // test-only and deliberately simple (some are deliberately bad).
 #include <doctest/doctest.h>
 
-#include "ir/builder.h"
-#include "ir/rewrite.h"
+#include "ir/core/builder.h"
+#include "ir/core/rewrite.h"
 
 using namespace kiln;
 

@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "compiler/compiler.h"
-#include "ir/interp.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/safetensors.h"
+#include "ir/interp/interp.h"
+#include "ir/io/safetensors.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
 #include "kiln/compiler.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <doctest/doctest.h>
 
-#include "ir/shape_rules.h"
+#include "ir/core/shape_rules.h"
 
 using namespace kiln;
 

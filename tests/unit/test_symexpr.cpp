@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 #include <random>
 
-#include "ir/symexpr.h"
+#include "ir/core/symexpr.h"
 
 using namespace kiln;
 

@@ -1,10 +1,10 @@
 // Unit tests for the verifier: one test per invariant group of verifier.cpp's header.
 #include <doctest/doctest.h>
 
-#include "ir/builder.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/verifier.h"
+#include "ir/core/builder.h"
+#include "ir/text/parser.h"
+#include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 
 using namespace kiln;
 

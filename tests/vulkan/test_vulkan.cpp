@@ -24,7 +24,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ir/parser.h"
+#include "ir/text/parser.h"
 #include "runtime/drivers.h"
 #include "runtime/executor.h"
 #include "runtime/vulkan/payload.h"

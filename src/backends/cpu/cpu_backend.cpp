@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "backends/llvm/emit.h"
-#include "ir/push_constants.h"
+#include "ir/core/push_constants.h"
 #include "passes/passes.h"
 
 namespace kiln::cpu {

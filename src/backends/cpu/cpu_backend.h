@@ -13,7 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/llvm/machine.h"
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 #include "runtime/cpu/payload.h"
 #include "target/target.h"
 
@@ -44,7 +44,7 @@ struct CpuCompiled {
 };
 
 // Compiles the lowered kernel functions `kernels` of `m` to code; kernel N of the payload is
-// kernels[N], reading its push constants in pushConstantSymbols order (ir/push_constants.h).
+// kernels[N], reading its push constants in pushConstantSymbols order (ir/core/push_constants.h).
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
                                       const std::string& target,
                                       CpuOutput output = CpuOutput::Executable);

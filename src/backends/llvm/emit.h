@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/ir.h"
+#include "ir/core/diag.h"
+#include "ir/core/ir.h"
 
 namespace llvm {
 class Module;

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "ir/diag.h"
+#include "ir/core/diag.h"
 
 namespace llvm {
 class Module;

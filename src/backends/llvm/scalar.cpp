@@ -11,7 +11,7 @@
 #include <numbers>
 
 #include "backends/llvm/scalar_math.h"
-#include "ir/host_tensor.h"
+#include "ir/core/host_tensor.h"
 
 namespace kiln::llvmgen {
 

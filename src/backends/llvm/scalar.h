@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/elem_type.h"
-#include "ir/ir.h"
+#include "ir/core/diag.h"
+#include "ir/core/elem_type.h"
+#include "ir/core/ir.h"
 
 namespace kiln::llvmgen {
 

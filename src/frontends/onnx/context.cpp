@@ -2,7 +2,7 @@
 #include "frontends/onnx/context.h"
 
 #include "frontends/onnx/tensor.h"
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 
 namespace kiln::onnx {
 

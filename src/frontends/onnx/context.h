@@ -11,8 +11,8 @@
 
 #include "frontends/onnx/import.h"
 #include "frontends/onnx/onnx_proto.h"
-#include "ir/builder.h"
-#include "ir/ir.h"
+#include "ir/core/builder.h"
+#include "ir/core/ir.h"
 
 namespace kiln::onnx {
 

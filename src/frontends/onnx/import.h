@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/host_tensor.h"
-#include "ir/ir.h"
+#include "ir/core/diag.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
 
 namespace kiln::onnx {
 

@@ -7,7 +7,7 @@
 
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/shape_values.h"
-#include "ir/shape_rules.h"
+#include "ir/core/shape_rules.h"
 
 namespace kiln::onnx {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "frontends/onnx/onnx_proto.h"
-#include "ir/diag.h"
-#include "ir/host_tensor.h"
+#include "ir/core/diag.h"
+#include "ir/core/host_tensor.h"
 
 namespace kiln::onnx {
 

@@ -5,7 +5,7 @@
 // Kernel-level ops run on the `sim` device (src/runtime/sim), never here.
 #include <unordered_map>
 
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 #include "ir/interp/kernels.h"
 
 namespace kiln::interp {

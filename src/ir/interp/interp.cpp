@@ -1,7 +1,7 @@
 // The reference interpreter's driver: binds symbols from input shapes, evaluates a
 // function's ops in order through the kernel table, and checks every result against its
 // declared type. Also the helpers every kernel shares.
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -163,7 +163,7 @@ int64_t intHighest(ElemType t) {
 // always matches and an op whose kernel is missing fails to link.
 constexpr Kernel kKernels[] = {
 #define KILN_OP(id, ...) &kernel##id,
-#include "ir/ops.def"
+#include "ir/core/ops.def"
 #undef KILN_OP
 };
 

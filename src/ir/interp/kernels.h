@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
-#include "ir/ir.h"
-#include "ir/weights.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
+#include "ir/io/weights.h"
 
 namespace kiln::interp {
 
@@ -30,7 +30,7 @@ using KernelResult = Result<std::vector<HostTensor>>;
 using Kernel = KernelResult (*)(const KernelCtx&);
 
 #define KILN_OP(id, ...) KernelResult kernel##id(const KernelCtx& c);
-#include "ir/ops.def"
+#include "ir/core/ops.def"
 #undef KILN_OP
 
 // The largest result the interpreter allocates, in elements.

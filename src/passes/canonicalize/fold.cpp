@@ -6,7 +6,7 @@
 // side effects; sources without operands (iota, range, weight: folding them only grows
 // the IR; weights are never inlined); ops evalOp refuses (an index out of range stays an
 // error at run time, where the user sees it with real inputs).
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 #include "passes/canonicalize/patterns.h"
 #include "passes/passes.h"
 

@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "ir/host_tensor.h"
-#include "ir/rewrite.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/rewrite.h"
 
 namespace kiln::canon {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "ir/builder.h"
+#include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "target/target.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
-#include "ir/elem_type.h"
+#include "ir/core/diag.h"
+#include "ir/core/elem_type.h"
 
 namespace kiln::cpu {
 

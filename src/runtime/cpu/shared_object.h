@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "ir/diag.h"
+#include "ir/core/diag.h"
 
 namespace kiln::hal::cpu {
 

@@ -1,6 +1,6 @@
 // RefDevice: runs tensor-level kernels with the reference interpreter and, on sim, lowered
 // kernels with the kernel-IR simulator.
-#include "ir/interp.h"
+#include "ir/interp/interp.h"
 #include "runtime/ref/ref.h"
 #include "runtime/sim/sim.h"
 

@@ -1,7 +1,7 @@
 // RefExecutable: parses and verifies its IR-text payload; each function is one kernel.
-#include "ir/parser.h"
-#include "ir/push_constants.h"
-#include "ir/verifier.h"
+#include "ir/core/push_constants.h"
+#include "ir/text/parser.h"
+#include "ir/verify/verifier.h"
 #include "runtime/ref/ref.h"
 
 namespace kiln::hal::ref {

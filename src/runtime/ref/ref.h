@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
-#include "ir/weights.h"
+#include "ir/core/ir.h"
+#include "ir/io/weights.h"
 #include "runtime/hal.h"
 #include "runtime/host/host.h"
 
@@ -26,7 +26,7 @@ Driver* simDriver();
 
 // The payload is kiln IR text: one function per kernel, in kernel order; tensor-level for
 // target "ref", tensor-level or lowered (kernel IR) for target "sim". Each kernel's push
-// constants are its pushConstantSymbols (ir/push_constants.h), bound back to their names.
+// constants are its pushConstantSymbols (ir/core/push_constants.h), bound back to their names.
 class RefExecutable : public Executable {
 public:
   static Result<std::unique_ptr<RefExecutable>> load(const std::string& target,

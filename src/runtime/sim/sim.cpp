@@ -7,7 +7,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "ir/printer.h"
+#include "ir/text/printer.h"
 
 namespace kiln::sim {
 

@@ -14,10 +14,10 @@
 #include <span>
 #include <vector>
 
-#include "ir/host_tensor.h"
-#include "ir/interp.h"
-#include "ir/ir.h"
-#include "ir/weights.h"
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
+#include "ir/interp/interp.h"
+#include "ir/io/weights.h"
 
 namespace kiln::sim {
 

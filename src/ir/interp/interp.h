@@ -1,0 +1,36 @@
+// The reference interpreter: evaluates tensor-level functions in the most obvious way,
+// with wide accumulation (f64 for floats, int64 for integers). It is the oracle of every
+// differential test and the `ref` device.
+#pragma once
+
+#include <vector>
+
+#include "ir/core/host_tensor.h"
+#include "ir/core/ir.h"
+#include "ir/io/weights.h"
+
+namespace kiln {
+
+// Runs `f` on inputs (one per argument). Symbols are bound from the inputs' shapes and
+// checked against their ranges and divisibility; every result's shape is checked against
+// its type under that binding. Wrong input count, element type, rank or size, and
+// run-time failures (index out of range) are errors, never crashes.
+Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostTensor>& inputs,
+                                          WeightStore& weights);
+
+// Like interpret, starting from symbols already bound (a runtime kernel receives the
+// caller's binding, so result dims may use symbols its own inputs do not carry).
+Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<HostTensor>& inputs,
+                                               WeightStore& weights, SymbolBinding binding);
+
+// Binds the symbols of `f`'s argument types from the inputs' shapes (adding to `binding`,
+// which must agree with what is already bound) and checks count, element types, shapes,
+// ranges and divisibility: the check every entry point applies to its caller's inputs.
+Status bindArguments(const Func& f, const std::vector<HostTensor>& inputs, SymbolBinding& binding);
+
+// Evaluates one op on concrete operands (used by constant folding). `resultTypes` give
+// element types and, for ops that need them, shapes (resolved with `binding`).
+Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,
+                                       const SymbolBinding& binding, WeightStore* weights);
+
+} // namespace kiln

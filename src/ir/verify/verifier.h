@@ -1,0 +1,15 @@
+// Verifier: checks a module's invariants; see verifier.cpp's header for the list.
+#pragma once
+
+#include "ir/core/ir.h"
+
+namespace kiln {
+
+Status verifyModule(const Module& m);
+Status verifyFunc(const Func& f);
+// The invariants that hold after affinity (P1-P3 in verifier.cpp).
+Status verifyPlacement(const Module& m);
+// Where a value lives: its op's device, or its argument's.
+std::optional<DeviceTarget> deviceOf(const Value* v);
+
+} // namespace kiln
