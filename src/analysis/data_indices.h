@@ -9,7 +9,7 @@
 
 #include <unordered_set>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln {
 

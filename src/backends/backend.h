@@ -24,6 +24,9 @@ namespace kiln {
 struct BackendOptions {
   std::string target;      // codegen target name (--target); empty: the backend's default
   TileOverrides overrides; // --tile-config
+  // The devices of this backend the module runs on (placed or not), for backends that read
+  // a present device's limits.
+  std::vector<DeviceTarget> devices;
   // --emit=llvm|asm|spirv: a backend whose code has such a form writes it here (and its
   // executable may then be empty); others ignore it.
   std::string textKind;

@@ -76,6 +76,7 @@ struct BackendGroup {
 // name that no backend in use accepts is an error listing what they take.
 Status chooseTargets(std::vector<BackendGroup>& groups, const CompileOptions& opts) {
   for (BackendGroup& g : groups) {
+    g.options.devices = g.devices;
     g.options.overrides = opts.tileOverrides;
     g.options.textKind = opts.codeTextKind;
     g.options.text = opts.codeText;

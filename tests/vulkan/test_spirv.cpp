@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "ir/parser.h"
+#include "ir/text/parser.h"
 #include "runtime/drivers.h"
 #include "runtime/sim/sim.h"
 #include "runtime/vulkan/payload.h"
@@ -195,6 +195,9 @@ int main(int argc, char** argv) {
   }
   setenv("KILN_VULKAN_VALIDATION", "1", 0);
   setenv("KILN_VULKAN_PIPELINE_CACHE", "0", 0);
+  // The instance first: the device registry, created after it (and after the layers it
+  // loads), is then destroyed before them at exit.
+  (void)hal::vulkan::Instance::get();
   {
     auto d = hal::openDevice(hal::DeviceId{"vulkan", 0}, Loc::named("test"));
     if (!d.ok()) {

@@ -6,7 +6,7 @@
 
 #include "analysis/data_indices.h"
 #include "backends/spirv/emitter.h"
-#include "ir/push_constants.h"
+#include "ir/core/push_constants.h"
 
 namespace kiln::spirv {
 
@@ -369,7 +369,11 @@ Result<vulkan::VulkanKernelInfo> KernelEmitter::run() {
       known = known && r.known();
       elems *= double(r.hi);
     }
-    if (known && elems < 1e18) bi.maxBytes = uint64_t(elems) * uint64_t(elemTypeBytes(t.elem()));
+    // A bound beyond what one binding may address says nothing the driver can use (symbol
+    // ranges are often wide); the driver checks the bound buffers' sizes at dispatch.
+    double bytes = elems * double(elemTypeBytes(t.elem()));
+    uint64_t range = target_.desc.maxStorageBufferRange;
+    if (known && bytes < 1e18 && (!range || bytes <= double(range))) bi.maxBytes = uint64_t(bytes);
     info.bindings.push_back(bi);
   }
   for (const std::string& s : push_)

@@ -12,7 +12,7 @@
 #include <numbers>
 
 #include "backends/spirv/emitter.h"
-#include "ir/host_tensor.h"
+#include "ir/core/host_tensor.h"
 
 namespace kiln::spirv {
 
@@ -94,6 +94,20 @@ Id KernelEmitter::glsl(uint32_t inst, Id type, const std::vector<Id>& args) {
 
 Id KernelEmitter::boolToInt(Id c, Id intType) {
   return select(intType, c, b_.constInt(intType, 1), b_.constInt(intType, 0));
+}
+
+Id KernelEmitter::signExtend(Id v, uint32_t fromBits, uint32_t toBits) {
+  Id wide = b_.codeResult(SOp::OpSConvert, b_.typeSignedInt(toBits),
+                          {op1(SOp::OpBitcast, b_.typeSignedInt(fromBits), v)});
+  return op1(SOp::OpBitcast, b_.typeInt(toBits), wide);
+}
+
+Id KernelEmitter::signedToFloat(Id v, uint32_t bits, Id floatType) {
+  return op1(SOp::OpConvertSToF, floatType, op1(SOp::OpBitcast, b_.typeSignedInt(bits), v));
+}
+
+Id KernelEmitter::floatToI64(Id v) {
+  return op1(SOp::OpBitcast, b_.typeInt(64), op1(SOp::OpConvertFToS, b_.typeSignedInt(64), v));
 }
 
 // ---- storage forms -------------------------------------------------------------------------
@@ -240,7 +254,7 @@ Result<Id> KernelEmitter::indexCast(const Op& op) {
     return op1(SOp::OpUConvert, idx_, v);
   }
   if (bits == int(idxBits_)) return v;
-  return op1(isUnsignedInt(e) ? SOp::OpUConvert : SOp::OpSConvert, idx_, v);
+  return isUnsignedInt(e) ? op1(SOp::OpUConvert, idx_, v) : signExtend(v, uint32_t(bits), idxBits_);
 }
 
 // ---- conversions ---------------------------------------------------------------------------
@@ -263,9 +277,12 @@ Result<Id> KernelEmitter::convert(ElemType from, ElemType to, Id v) {
       if (toWide) return op1(SOp::OpFConvert, dt, v);
       return roundTo(to, op1(SOp::OpFConvert, f32_, v));
     }
-    SOp o = isUnsignedInt(from) ? SOp::OpConvertUToF : SOp::OpConvertSToF;
-    if (to == ElemType::F64 || to == ElemType::F32) return op1(o, dt, v);
-    return roundTo(to, op1(o, f32_, v));
+    uint32_t bits = uint32_t(elemTypeBytes(from)) * 8;
+    auto toF = [&](Id ft) {
+      return isUnsignedInt(from) ? op1(SOp::OpConvertUToF, ft, v) : signedToFloat(v, bits, ft);
+    };
+    if (to == ElemType::F64 || to == ElemType::F32) return toF(dt);
+    return roundTo(to, toF(f32_));
   }
   if (isFloat(from)) {
     // NaN -> 0, out of range saturates to int64, then wraps to the width.
@@ -274,10 +291,9 @@ Result<Id> KernelEmitter::convert(ElemType from, ElemType to, Id v) {
     Id ft = scalarType(from);
     Id big = b_.constFloat(ft, 9223372036854775808.0);
     Id small = b_.constFloat(ft, -9223372036854775808.0);
-    Id conv = op1(SOp::OpConvertFToS, i64,
-                  select(ft, op2(SOp::OpFOrdLessThan, bool_, v, big),
-                         select(ft, op2(SOp::OpFOrdGreaterThan, bool_, v, small), v, small),
-                         b_.constFloat(ft, 0.0)));
+    Id conv = floatToI64(select(ft, op2(SOp::OpFOrdLessThan, bool_, v, big),
+                                select(ft, op2(SOp::OpFOrdGreaterThan, bool_, v, small), v, small),
+                                b_.constFloat(ft, 0.0)));
     Id r = select(i64, op2(SOp::OpFOrdGreaterThanEqual, bool_, v, big),
                   b_.constInt(i64, uint64_t(INT64_MAX)), conv);
     r = select(i64, op1(SOp::OpIsNan, bool_, v), b_.constInt(i64, 0), r);
@@ -286,7 +302,8 @@ Result<Id> KernelEmitter::convert(ElemType from, ElemType to, Id v) {
   int fb = elemTypeBytes(from), tb = elemTypeBytes(to);
   if (fb == tb) return v;
   if (fb > tb) return op1(SOp::OpUConvert, dt, v);
-  return op1(isUnsignedInt(from) ? SOp::OpUConvert : SOp::OpSConvert, dt, v);
+  if (isUnsignedInt(from)) return op1(SOp::OpUConvert, dt, v);
+  return signExtend(v, uint32_t(fb) * 8, uint32_t(tb) * 8);
 }
 
 // ---- compute -------------------------------------------------------------------------------
@@ -323,6 +340,38 @@ Id KernelEmitter::sigmoid(Id x, Id t) {
 Id KernelEmitter::tanhSafe(Id x, Id t) {
   Id c = glsl(GLSLstd450FClamp, t, {x, b_.constFloat(t, -10.0), b_.constFloat(t, 10.0)});
   return select(t, op1(SOp::OpIsNan, bool_, x), x, glsl(GLSLstd450Tanh, t, {c}));
+}
+
+// asin and acos in f32 from one odd polynomial on |x| <= 0.5 (Cephes' asinf, error about
+// 1 ulp) and the half-angle identity above it; GLSL's asin/acos are far less accurate on
+// some drivers (2e-4 on lavapipe). |x| > 1 gives NaN (the square root of a negative).
+Id KernelEmitter::asinAcos(Id x, bool acos) {
+  Id t = f32_;
+  auto c = [&](double v) { return b_.constFloat(t, v); };
+  auto mul = [&](Id p, Id q) { return op2(SOp::OpFMul, t, p, q); };
+  auto add = [&](Id p, Id q) { return op2(SOp::OpFAdd, t, p, q); };
+  auto sub = [&](Id p, Id q) { return op2(SOp::OpFSub, t, p, q); };
+  // asin(r) for |r| <= 0.5
+  auto small = [&](Id r) {
+    Id z = mul(r, r);
+    Id p = c(4.2163199048e-2);
+    for (double k : {2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.6666752422e-1})
+      p = add(mul(p, z), c(k));
+    return add(mul(mul(p, z), r), r);
+  };
+  const double halfPi = std::numbers::pi / 2;
+  Id a = glsl(GLSLstd450FAbs, t, {x});
+  Id big = op2(SOp::OpFOrdGreaterThan, bool_, a, c(0.5));
+  Id negative = op2(SOp::OpFOrdLessThan, bool_, x, c(0.0));
+  // s = asin(sqrt((1 - |x|) / 2)): asin(|x|) = pi/2 - 2s and acos(|x|) = 2s
+  Id s = small(glsl(GLSLstd450Sqrt, t, {mul(c(0.5), sub(c(1.0), a))}));
+  Id direct = small(x);
+  if (!acos) {
+    Id far = sub(c(halfPi), add(s, s));
+    return select(t, big, select(t, negative, op1(SOp::OpFNegate, t, far), far), direct);
+  }
+  Id far = select(t, negative, sub(c(std::numbers::pi), add(s, s)), add(s, s));
+  return select(t, big, far, sub(c(halfPi), direct));
 }
 
 // erf in f32: its Taylor series below 0.5 (relative error < 1e-6), Abramowitz and Stegun
@@ -362,10 +411,14 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
     Id r = f(args);
     return wide ? op1(SOp::OpFConvert, t, r) : roundTo(e, r);
   };
+  // A GLSL function; NaN stays NaN (some drivers' atan(NaN) is 0).
   auto unary = [&](uint32_t inst) {
-    return viaF32({a[0]}, [&](const std::vector<Id>& v) { return glsl(inst, f32_, {v[0]}); });
+    return viaF32({a[0]}, [&](const std::vector<Id>& v) {
+      return select(f32_, op1(SOp::OpIsNan, bool_, v[0]), v[0], glsl(inst, f32_, {v[0]}));
+    });
   };
   auto isNan = [&](Id v) { return op1(SOp::OpIsNan, bool_, v); };
+  auto negative = [&](Id v) { return op2(SOp::OpFOrdLessThan, bool_, v, c(0.0)); };
   auto anyNan = [&](Id p, Id q) { return op2(SOp::OpLogicalOr, bool_, isNan(p), isNan(q)); };
   // max / min that propagate NaN, as the interpreter's
   auto fmax = [&](Id p, Id q) {
@@ -382,9 +435,20 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
   case OpKind::Neg: return op1(SOp::OpFNegate, t, x);
   case OpKind::Abs: return glsl(GLSLstd450FAbs, t, {x});
   case OpKind::Exp: return unary(GLSLstd450Exp);
-  case OpKind::Log: return unary(GLSLstd450Log);
-  case OpKind::Sqrt: return exact(glsl(GLSLstd450Sqrt, t, {x}));
-  case OpKind::Rsqrt: return exact(op2(SOp::OpFDiv, t, c(1.0), glsl(GLSLstd450Sqrt, t, {x})));
+  // GLSL leaves these undefined outside their domains; the interpreter gives C's results.
+  case OpKind::Log:
+    return viaF32({x}, [&](const std::vector<Id>& v) {
+      Id r = glsl(GLSLstd450Log, f32_, {v[0]});
+      r = select(f32_, op2(SOp::OpFOrdEqual, bool_, v[0], b_.constFloat(f32_, 0.0)),
+                 b_.constFloat(f32_, -INFINITY), r);
+      return select(f32_, op2(SOp::OpFOrdLessThan, bool_, v[0], b_.constFloat(f32_, 0.0)),
+                    b_.constFloat(f32_, std::nan("")), r);
+    });
+  case OpKind::Sqrt:
+    return exact(select(t, negative(x), c(std::nan("")), glsl(GLSLstd450Sqrt, t, {x})));
+  case OpKind::Rsqrt:
+    return exact(select(t, negative(x), c(std::nan("")),
+                        op2(SOp::OpFDiv, t, c(1.0), glsl(GLSLstd450Sqrt, t, {x}))));
   case OpKind::Reciprocal: return exact(op2(SOp::OpFDiv, t, c(1.0), x));
   case OpKind::Tanh:
     return viaF32({x}, [&](const std::vector<Id>& v) { return tanhSafe(v[0], f32_); });
@@ -418,14 +482,30 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
   case OpKind::Sin: return unary(GLSLstd450Sin);
   case OpKind::Cos: return unary(GLSLstd450Cos);
   case OpKind::Tan: return unary(GLSLstd450Tan);
-  case OpKind::Asin: return unary(GLSLstd450Asin);
-  case OpKind::Acos: return unary(GLSLstd450Acos);
+  case OpKind::Asin:
+  case OpKind::Acos:
+    return viaF32({x},
+                  [&](const std::vector<Id>& v) { return asinAcos(v[0], fn == OpKind::Acos); });
   case OpKind::Atan: return unary(GLSLstd450Atan);
   case OpKind::Sinh: return unary(GLSLstd450Sinh);
   case OpKind::Cosh: return unary(GLSLstd450Cosh);
   case OpKind::Asinh: return unary(GLSLstd450Asinh);
-  case OpKind::Acosh: return unary(GLSLstd450Acosh);
-  case OpKind::Atanh: return unary(GLSLstd450Atanh);
+  case OpKind::Acosh:
+    return viaF32({x}, [&](const std::vector<Id>& v) {
+      auto cf = [&](double k) { return b_.constFloat(f32_, k); };
+      return select(f32_, op2(SOp::OpFOrdLessThan, bool_, v[0], cf(1.0)), cf(std::nan("")),
+                    glsl(GLSLstd450Acosh, f32_, {v[0]}));
+    });
+  case OpKind::Atanh:
+    return viaF32({x}, [&](const std::vector<Id>& v) {
+      auto cf = [&](double k) { return b_.constFloat(f32_, k); };
+      Id a = glsl(GLSLstd450FAbs, f32_, {v[0]});
+      Id r = glsl(GLSLstd450Atanh, f32_, {v[0]});
+      Id edge =
+          select(f32_, op2(SOp::OpFOrdLessThan, bool_, v[0], cf(0.0)), cf(-INFINITY), cf(INFINITY));
+      r = select(f32_, op2(SOp::OpFOrdEqual, bool_, a, cf(1.0)), edge, r);
+      return select(f32_, op2(SOp::OpFOrdGreaterThan, bool_, a, cf(1.0)), cf(std::nan("")), r);
+    });
   case OpKind::Floor: return glsl(GLSLstd450Floor, t, {x});
   case OpKind::Ceil: return glsl(GLSLstd450Ceil, t, {x});
   case OpKind::Round: return glsl(GLSLstd450RoundEven, t, {x});
@@ -479,13 +559,13 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
                              std::string(opInfo(fn).name) + "'");
 }
 
-// x^y on 64-bit integers as the interpreter's intPow: square and multiply over y's bits;
+// x^y on `bits`-bit integers as the interpreter's intPow: square and multiply over y's bits;
 // a negative exponent gives 0 unless x is 1 or -1.
-Id KernelEmitter::ipow(Id x, Id y, Id t) {
+Id KernelEmitter::ipow(Id x, Id y, Id t, int64_t bits) {
   auto c = [&](int64_t v) { return b_.constInt(t, uint64_t(v)); };
   Id e0 = select(t, op2(SOp::OpSLessThan, bool_, y, c(0)), c(0), y);
   Result<std::vector<Id>> r =
-      loop(indexConst(0), indexConst(64), indexConst(1), true, {{t, c(1)}, {t, x}, {t, e0}},
+      loop(indexConst(0), indexConst(bits), indexConst(1), true, {{t, c(1)}, {t, x}, {t, e0}},
            [&](Id, const std::vector<Id>& v) -> Result<std::vector<Id>> {
              Id bit = op2(SOp::OpINotEqual, bool_, op2(SOp::OpBitwiseAnd, t, v[2], c(1)), c(0));
              Id acc = select(t, bit, op2(SOp::OpIMul, t, v[0], v[1]), v[0]);
@@ -561,12 +641,16 @@ Result<Id> KernelEmitter::intCompute(const Op& op, OpKind fn, ElemType e,
     return select(t, fix, op2(SOp::OpIAdd, t, r, y), r);
   }
   case OpKind::Pow: {
-    b_.capability(spv::Capability::Int64);
-    Id i64 = b_.typeInt(64);
-    SOp ext = u ? SOp::OpUConvert : SOp::OpSConvert;
-    bool is64 = elemTypeBytes(e) == 8;
-    Id r = ipow(is64 ? x : op1(ext, i64, x), is64 ? y : op1(ext, i64, y), i64);
-    return is64 ? r : op1(SOp::OpUConvert, t, r);
+    // In 32 bits for types up to 32 bits (the low bits of a product do not depend on the
+    // high ones), in 64 bits for 64-bit types.
+    uint32_t bits = uint32_t(elemTypeBytes(e)) * 8;
+    if (bits == 64) return ipow(x, y, t, 64);
+    auto ext = [&](Id v) {
+      if (bits == 32) return v;
+      return u ? op1(SOp::OpUConvert, u32_, v) : signExtend(v, bits, 32);
+    };
+    Id r = ipow(ext(x), ext(y), u32_, 32);
+    return bits == 32 ? r : op1(SOp::OpUConvert, t, r);
   }
   case OpKind::Max: return select(t, lt(x, y), y, x);
   case OpKind::Min: return select(t, lt(y, x), y, x);

@@ -16,7 +16,7 @@
 #include "analysis/value_bounds.h"
 #include "backends/spirv/module_builder.h"
 #include "backends/spirv/spirv_backend.h"
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 
 namespace kiln::spirv {
 
@@ -74,6 +74,10 @@ private:
   Id scalarConstant(ElemType e, double v);
   Id indexConst(int64_t v);
   Id boolToInt(Id b, Id intType);
+  // Signed conversions through signed types (module_builder.h says why).
+  Id signExtend(Id v, uint32_t fromBits, uint32_t toBits);
+  Id signedToFloat(Id v, uint32_t bits, Id floatType);
+  Id floatToI64(Id v);
   Result<Id> compute(const Op& op);
   Result<Id> floatCompute(const Op& op, OpKind fn, ElemType e, const std::vector<Id>& a);
   Result<Id> intCompute(const Op& op, OpKind fn, ElemType e, const std::vector<Id>& a);
@@ -82,8 +86,9 @@ private:
   Id op1(spv::Op op, Id type, Id a) { return b_.codeResult(op, type, {a}); }
   Id op2(spv::Op op, Id type, Id a, Id c) { return b_.codeResult(op, type, {a, c}); }
   Id select(Id type, Id c, Id a, Id d) { return b_.codeResult(spv::Op::OpSelect, type, {c, a, d}); }
-  Id ipow(Id x, Id y, Id type);
+  Id ipow(Id x, Id y, Id type, int64_t bits);
   Id erf(Id x, Id type);
+  Id asinAcos(Id x, bool acos);
   Id tanhSafe(Id x, Id type);
   Id sigmoid(Id x, Id type);
   Status indexArith(const Op& op);

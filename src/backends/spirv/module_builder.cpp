@@ -75,6 +75,12 @@ Id SpirvBuilder::typeInt(uint32_t width) {
   intWidth_[t] = width;
   return t;
 }
+Id SpirvBuilder::typeSignedInt(uint32_t width) {
+  Id t = typeOrConstant(spv::Op::OpTypeInt, {width, 1});
+  intWidth_[t] = width;
+  return t;
+}
+
 Id SpirvBuilder::typeFloat(uint32_t width) {
   Id t = typeOrConstant(spv::Op::OpTypeFloat, {width});
   floatWidth_[t] = width;

@@ -38,6 +38,10 @@ public:
   Id typeVoid();
   Id typeBool();
   Id typeInt(uint32_t width); // signedness 0: the opcodes say signed or unsigned
+  // A signed integer type, for the operands and results of the signed conversions (some
+  // drivers, Mesa 22 among them, choose sign or zero extension from the types' signedness
+  // rather than from the opcode).
+  Id typeSignedInt(uint32_t width);
   Id typeFloat(uint32_t width);
   Id typeVector(Id component, uint32_t count);
   Id typeArray(Id elem, uint32_t length);

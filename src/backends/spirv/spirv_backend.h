@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/ir.h"
+#include "ir/core/ir.h"
 #include "runtime/vulkan/payload.h"
 #include "target/target.h"
 

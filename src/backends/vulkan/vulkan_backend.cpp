@@ -65,7 +65,7 @@ public:
   Status addCodegenPasses(PassManager& pm, const BackendOptions& o,
                           const std::vector<DeviceTarget>& devices) const override {
     CodegenOptions c;
-    KILN_TRY(c.target, vulkanCodegenTarget(o.target, devices));
+    KILN_TRY(c.target, vulkanCodegenTarget(o.target, o.devices));
     c.overrides = o.overrides;
     c.devices = devices;
     kiln::addCodegenPasses(pm, c);
@@ -73,11 +73,8 @@ public:
   }
   Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
                                 const BackendOptions& o) const override {
-    // Without --target the kernels were tiled for the live device (or vulkan:generic); the
-    // driver checks them against the device it loads them on.
     SpirvTarget target;
-    KILN_TRY(target.desc, lookupTarget(o.target.empty() ? "vulkan:generic" : o.target));
-    if (o.target.empty()) target.desc.sharedMemoryBytes = 0;
+    KILN_TRY(target.desc, vulkanCodegenTarget(o.target, o.devices));
     vulkan::VulkanPayload payload;
     std::string text;
     for (const Func* k : kernels) {
