@@ -199,8 +199,6 @@ Id KernelEmitter::symbolValue(const std::string& name) {
 }
 
 Id KernelEmitter::symExprValue(const SymExpr& e) {
-  std::vector<Id> ids;
-  ids.reserve(64);
   std::vector<std::unique_ptr<Id>> keep;
   auto box = [&](Id v) -> void* {
     keep.push_back(std::make_unique<Id>(v));
@@ -448,9 +446,7 @@ Status KernelEmitter::emitIf(const Op& op) {
 }
 
 // The element offset of indices [first, first + count) of `op` in `buf`.
-Result<Id> KernelEmitter::address(const Op& op, const Buf& buf, size_t first, size_t count,
-                                  int64_t lanes) {
-  (void)lanes;
+Result<Id> KernelEmitter::address(const Op& op, const Buf& buf, size_t first, size_t count) {
   if (count != buf.extents.size()) return error(op.loc(), "buffer access needs one index per dim");
   Id off = count == 0 ? indexConst(0) : get(op.operand(first));
   for (size_t d = 1; d < count; ++d)
@@ -518,7 +514,7 @@ Status KernelEmitter::emitAccess(const Op& op) {
     b_.code(SOp::OpStore, {element(off), sb ? toStorage(buf.elem, v) : roundTo(buf.elem, v)});
   };
   auto access = [&]() -> Result<std::vector<Id>> {
-    KILN_TRY(Id off, address(op, buf, first, count, lanes));
+    KILN_TRY(Id off, address(op, buf, first, count));
     if (!isLoad) {
       Id v = get(op.operand(op.kind() == OpKind::MaskedStore ? 1 : 0));
       if (!vector) {

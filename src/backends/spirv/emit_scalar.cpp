@@ -113,7 +113,7 @@ Id KernelEmitter::floatToI64(Id v) {
 // ---- storage forms -------------------------------------------------------------------------
 
 // A float rounded to bf16 precision (nearest even, NaN kept quiet): its 16 bits in a u32.
-static Id bf16Bits(KernelEmitter&, SpirvBuilder& b, Id u32, Id boolT, Id f) {
+static Id bf16Bits(SpirvBuilder& b, Id u32, Id boolT, Id f) {
   auto c = [&](uint32_t v) { return b.constInt(u32, v); };
   Id x = b.codeResult(SOp::OpBitcast, u32, {f});
   Id nan =
@@ -132,7 +132,7 @@ Id KernelEmitter::roundTo(ElemType e, Id f) {
   if (e == ElemType::F16)
     return op1(SOp::OpFConvert, f32_, op1(SOp::OpFConvert, storageType(ElemType::F16), f));
   if (e == ElemType::BF16) {
-    Id bits = bf16Bits(*this, b_, u32_, bool_, f);
+    Id bits = bf16Bits(b_, u32_, bool_, f);
     return op1(SOp::OpBitcast, f32_,
                op2(SOp::OpShiftLeftLogical, u32_, bits, b_.constInt(u32_, 16)));
   }
@@ -155,8 +155,7 @@ Id KernelEmitter::fromStorage(ElemType e, Id raw) {
 Id KernelEmitter::toStorage(ElemType e, Id v) {
   switch (e) {
   case ElemType::F16: return op1(SOp::OpFConvert, storageType(e), v);
-  case ElemType::BF16:
-    return op1(SOp::OpUConvert, storageType(e), bf16Bits(*this, b_, u32_, bool_, v));
+  case ElemType::BF16: return op1(SOp::OpUConvert, storageType(e), bf16Bits(b_, u32_, bool_, v));
   case ElemType::I1: return op1(SOp::OpUConvert, storageType(e), boolToInt(v, u32_));
   default: return v;
   }

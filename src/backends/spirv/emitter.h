@@ -56,7 +56,7 @@ private:
   // if (cond) then(); the values `then` returns, or `otherwise` when it does not run.
   Result<std::vector<Id>> guarded(Id cond, const std::vector<std::pair<Id, Id>>& otherwise,
                                   const std::function<Result<std::vector<Id>>()>& then);
-  Result<Id> address(const Op& op, const Buf& buf, size_t first, size_t count, int64_t lanes);
+  Result<Id> address(const Op& op, const Buf& buf, size_t first, size_t count);
   Id inRange(const Op& op, const Buf& buf, size_t first, size_t count, int64_t lanes);
   void label(Id l);
   Id get(const Value* v) const { return vals_.at(v); }
