@@ -13,7 +13,8 @@ namespace {
 
 const std::vector<ElemType> kAllElems = {
     ElemType::F64, ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I1,
-    ElemType::I8,  ElemType::I16, ElemType::I32, ElemType::I64,  ElemType::U8};
+    ElemType::I8,  ElemType::I16, ElemType::I32, ElemType::I64,  ElemType::U8,
+    ElemType::U16, ElemType::U32, ElemType::U64};
 
 TargetDesc make(std::string name, uint64_t shared, int64_t inv, int64_t x, int64_t y, int64_t z,
                 std::vector<int64_t> subgroups, int64_t vecBits) {
@@ -40,8 +41,6 @@ const std::vector<TargetDesc>& table() {
       TargetDesc c = make(std::move(name), 64 * 1024, 1024, 1024, 1024, 64, {8}, bits);
       c.maxWorkgroupCount[0] = c.maxWorkgroupCount[1] = c.maxWorkgroupCount[2] = INT32_MAX;
       c.cpu = true;
-      // The wider unsigned types are cpu-only so far (the LLVM emitter is generic in them).
-      c.elemTypes.insert(c.elemTypes.end(), {ElemType::U16, ElemType::U32, ElemType::U64});
       c.vectorRegisters = regs;
       c.hasFma = fma;
       c.l1Bytes = 32 * 1024;
@@ -70,7 +69,8 @@ const std::vector<TargetDesc>& table() {
     generic.maxStorageBufferRange = uint64_t(1) << 27;
     generic.wideAccumulation = false;
     generic.elemTypes = {ElemType::F32, ElemType::F16, ElemType::I1,  ElemType::I8,
-                         ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8};
+                         ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8,
+                         ElemType::U16, ElemType::U32, ElemType::U64};
     v.push_back(generic);
     v.push_back(make("amdgpu:gfx90a", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
     v.push_back(make("amdgpu:gfx942", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));

@@ -27,13 +27,30 @@
 #include "ir/io/weights.h"
 #include "passes/pass_manager.h"
 #include "runtime/executor.h"
+#include "runtime/drivers.h"
 #include "runtime/sim/sim.h"
+#ifdef KILN_HAVE_VULKAN
+#include "runtime/vulkan/vulkan.h"
+#endif
+#ifdef KILN_HAVE_SPIRV
+#include "backends/spirv/spirv_backend.h"
+#endif
 
 namespace fs = std::filesystem;
 using namespace kiln;
 namespace pb = ::onnx;
 
 namespace {
+
+// Kernels the device's backend compiled, kernels it left to the ref executable, and of those
+// the ones that only produce a constant.
+uint64_t gCompiledKernels = 0, gRefKernels = 0, gConstantKernels = 0;
+
+bool onlyConstants(const Func& f) {
+  for (const auto& op : f.ops())
+    if (op->kind() != OpKind::Constant && op->kind() != OpKind::Return) return false;
+  return true;
+}
 
 struct Rule {
   std::string kind, pattern, reason;
@@ -53,9 +70,12 @@ struct Config {
   // Run on the kernel-IR simulator: compile with the `codegen` pipeline (fuse, tile, pad,
   // lower) and execute the lowered kernels thread by thread.
   bool sim = false;
-  // Run on the cpu device: compile the imported module for cpu[0] (LLVM code) and call it
-  // through the executor, as `kiln run --device=cpu` does.
-  bool cpu = false;
+  // Run on a compiled device (cpu[0], vulkan[0]): compile the imported module for it and
+  // call it through the executor, as `kiln run --device=D` does. Empty: ref or sim.
+  std::string device;
+  // --same-as-ref: a test that fails on the device is run again on the reference
+  // interpreter; when it passes there, the device run is a regression and the exit status 1.
+  bool sameAsRef = false;
 };
 
 std::string trim(const std::string& s) {
@@ -278,8 +298,8 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
   double worst = 0;
   bool constantShapes = false;
   bool lowered = false; // the codegen pipeline ran on the imported module (--device=sim)
-  std::unique_ptr<kiln::Executor> cpuExec; // the module compiled for cpu[0] (--device=cpu)
-  std::string cpuEntry;
+  std::unique_ptr<kiln::Executor> devExec; // the module compiled for cfg.device
+  std::string devEntry;
   for (const fs::path& set : sets) {
     auto ds = readDataSet(set, model.graph());
     if (!ds.ok()) {
@@ -321,21 +341,27 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
     }
     if (im.module)
       for (const auto& [wn, t] : im.weights) im.module->setWeightData(wn, t);
-    if (cfg.cpu && !cpuExec) {
+    if (!cfg.device.empty() && !devExec) {
       kiln::CompileOptions co;
-      co.placement.devices.devices = {"cpu[0]"};
-      cpuEntry = im.module->funcs()[0]->name();
+      co.placement.devices.devices = {cfg.device};
+      devEntry = im.module->funcs()[0]->name();
       auto program = kiln::compileProgram(std::move(imp->module), co);
       if (!program.ok()) {
-        line = "FAIL " + name + ": compile for cpu: " + program.diags().list[0].str();
+        line = "FAIL " + name + ": compile for " + cfg.device + ": " +
+               program.diags().list[0].str();
         return Outcome::Failed;
+      }
+      for (const auto& f : program->host->funcs()) {
+        if (program->entry(f->name())) continue;
+        ++(isLoweredKernel(*f) ? gCompiledKernels : gRefKernels);
+        if (!isLoweredKernel(*f) && onlyConstants(*f)) ++gConstantKernels;
       }
       auto ex = kiln::Executor::create(std::make_shared<const kiln::Program>(program.take()), {});
       if (!ex.ok()) {
-        line = "FAIL " + name + ": load on cpu: " + ex.diags().list[0].str();
+        line = "FAIL " + name + ": load on " + cfg.device + ": " + ex.diags().list[0].str();
         return Outcome::Failed;
       }
-      cpuExec = ex.take();
+      devExec = ex.take();
     }
     if (cfg.sim && !lowered) {
       PassManager pm;
@@ -348,8 +374,8 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       lowered = true;
     }
     Result<std::vector<HostTensor>> results = error(Loc{}, "not run");
-    if (cfg.cpu) {
-      results = cpuExec->call(cpuEntry, inputs);
+    if (devExec) {
+      results = devExec->call(devEntry, inputs);
     } else {
       WeightStore weights(*im.module);
       results = cfg.sim ? sim::runOnSim(*im.module->funcs()[0], inputs, weights)
@@ -382,15 +408,19 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
 }
 
 const char* const kHelp =
-    R"(usage: kiln-onnx-conformance [--device=ref|sim|cpu] [--filter=REGEX] [--min-rate=DIR=RATE]... DIR...
+    R"(usage: kiln-onnx-conformance [--device=ref|sim|cpu|vulkan] [--same-as-ref] [--filter=REGEX] [--min-rate=DIR=RATE]... DIR...
 
 Runs every test_*/ folder under each DIR (folders of Debian's libonnx-testdata such as
 /usr/share/libonnx-testdata/data/node) and prints one line per test, then
 `N passed, M failed, K skipped`.
 
-  --device=ref|sim|cpu  ref: the reference interpreter; sim: compile with the codegen
+  --device=D            ref: the reference interpreter; sim: compile with the codegen
                         pipeline and run the lowered kernels on the kernel-IR simulator;
-                        cpu: compile for cpu[0] (LLVM) and run through the executor
+                        cpu[0], vulkan[0] (or any compiled device): compile for it and run
+                        through the executor (vulkan: lavapipe when no driver is named;
+                        exit 77 (skip) when the device is absent)
+  --same-as-ref         run each test that fails on the device on ref too; exit 1 when one
+                        passes there (every test that passes on ref must pass on the device)
   --filter=REGEX        only tests whose folder name matches REGEX (search, not whole)
   --rules=FILE          unsupported categories (default: unsupported.txt beside the source)
   --tolerances=FILE     per-test tolerances (default: tolerances.txt beside the source)
@@ -421,13 +451,11 @@ int main(int argc, char** argv) {
     } else if (auto v = value("--device")) {
       if (*v == "sim" || *v == "sim[0]") {
         cfg.sim = true;
-      } else if (*v == "cpu" || *v == "cpu[0]") {
-        cfg.cpu = true;
       } else if (*v != "ref" && *v != "ref[0]") {
-        std::cerr << "kiln-onnx-conformance: error: unknown device '" << *v
-                  << "' (have: ref, sim, cpu)\n";
-        return 1;
+        cfg.device = v->find('[') == std::string::npos ? *v + "[0]" : *v;
       }
+    } else if (a == "--same-as-ref") {
+      cfg.sameAsRef = true;
     } else if (auto f = value("--filter")) {
       cfg.filter = *f;
     } else if (auto r = value("--rules")) {
@@ -459,8 +487,24 @@ int main(int argc, char** argv) {
               << "\n";
     return 1;
   }
+  if (!cfg.device.empty()) {
+    if (cfg.device.starts_with("vulkan") && !std::getenv("VK_DRIVER_FILES") &&
+        !std::getenv("VK_ICD_FILENAMES"))
+      setenv("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", 1);
+#ifdef KILN_HAVE_VULKAN
+    // The instance before the device registry, so the registry is destroyed first at exit.
+    if (cfg.device.starts_with("vulkan")) (void)hal::vulkan::Instance::get();
+#endif
+    auto id = hal::parseDeviceId(cfg.device, Loc::named("--device"));
+    auto dev = id.ok() ? hal::openDevice(*id, Loc::named("--device"))
+                       : Result<std::shared_ptr<hal::Device>>(id.diags());
+    if (!dev.ok()) {
+      std::cout << "SKIP: " << dev.diags().str() << "\n";
+      return 77;
+    }
+  }
   std::regex filter(cfg.filter.empty() ? ".*" : cfg.filter);
-  int passed = 0, failed = 0, skipped = 0;
+  int passed = 0, failed = 0, skipped = 0, regressions = 0;
   bool belowRate = false;
   for (const std::string& d : dirs) {
     if (!fs::is_directory(d)) {
@@ -482,6 +526,16 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         line = "FAIL " + t.filename().string() + ": internal error: " + e.what();
         o = Outcome::Failed;
+      }
+      if (o != Outcome::Passed && o != Outcome::Skipped && cfg.sameAsRef) {
+        Config ref = cfg;
+        ref.device.clear();
+        ref.sim = false;
+        std::string refLine;
+        if (runTest(ref, t, refLine) == Outcome::Passed) {
+          line = "REGRESSION " + line.substr(line.find(' ') + 1) + " (passes on ref)";
+          ++regressions;
+        }
       }
       std::cout << line << "\n" << std::flush;
       (o == Outcome::Passed ? p : o == Outcome::Failed ? f : o == Outcome::Unsupported ? u : s)++;
@@ -511,5 +565,16 @@ int main(int argc, char** argv) {
     skipped += s;
   }
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
-  return belowRate ? 1 : 0;
+  if (!cfg.device.empty()) {
+    std::cout << "# " << cfg.device << ": " << gCompiledKernels << " kernels compiled for it, "
+              << gRefKernels << " left to the ref executable (" << gConstantKernels
+              << " of them constants)";
+#ifdef KILN_HAVE_SPIRV
+    std::cout << "; " << spirv::spirvModulesValidated() << " SPIR-V modules validated";
+#endif
+    std::cout << "\n";
+  }
+  if (regressions)
+    std::cout << "# " << regressions << " tests pass on ref but not on " << cfg.device << "\n";
+  return belowRate || regressions ? 1 : 0;
 }

@@ -39,6 +39,8 @@ Result<vulkan::VulkanKernelInfo> emitSpirvKernel(const Func& kernel, const Symbo
 // Runs SPIRV-Tools' validator for Vulkan 1.2; a failure is an internal error at `kernel`'s
 // location naming the kernel and the validator's message.
 Status validateSpirv(const std::vector<uint32_t>& words, const Func& kernel);
+// Modules validateSpirv has passed in this process (the conformance runner reports it).
+uint64_t spirvModulesValidated();
 
 // The module's disassembly (spirv-dis's text form).
 Result<std::string> disassembleSpirv(const std::vector<uint32_t>& words);

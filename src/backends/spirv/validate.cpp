@@ -1,9 +1,17 @@
 // validateSpirv and disassembleSpirv: SPIRV-Tools' validator and disassembler.
+#include <atomic>
+
 #include <spirv-tools/libspirv.hpp>
 
 #include "backends/spirv/spirv_backend.h"
 
 namespace kiln::spirv {
+
+namespace {
+std::atomic<uint64_t> gValidated{0};
+} // namespace
+
+uint64_t spirvModulesValidated() { return gValidated.load(); }
 
 Status validateSpirv(const std::vector<uint32_t>& words, const Func& kernel) {
   spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_2);
@@ -15,7 +23,10 @@ Status validateSpirv(const std::vector<uint32_t>& words, const Func& kernel) {
         messages += " (word " + std::to_string(at.index) + ")";
       });
   spvtools::ValidatorOptions options;
-  if (tools.Validate(words.data(), words.size(), options)) return ok();
+  if (tools.Validate(words.data(), words.size(), options)) {
+    ++gValidated;
+    return ok();
+  }
   return error(kernel.loc(), "internal: the SPIR-V emitted for kernel @" + kernel.name() +
                                  " does not validate: " + messages);
 }
