@@ -7,9 +7,11 @@
 //              with `transfer_to`, each tensor op becomes `alloc_buffer` of its results and a
 //              `launch` of a new kernel function @F.kN (the op alone, tensor-level, run by
 //              the target's executable) — a `dispatch` formed by `fuse` launches the kernel
-//              it names — weights become `load_weight`; every buffer that is
-//              not returned is freed right after its last use, so the live set, not the sum
-//              of all tensors, bounds memory; `wait` precedes `return`.
+//              it names — weights become `load_weight`; a `reshape` of a buffer on its own
+//              device becomes a `view` of it (no kernel, no copy) unless the buffer is a
+//              donated argument's upload or written in place; every buffer that is
+//              not returned is freed right after its last use or its views' last use, so the
+//              live set, not the sum of all tensors, bounds memory; `wait` precedes `return`.
 //              Every `launch` in the module (hand-written ones too) carries `push`, the symbols
 //              its kernel reads (ir/core/push_constants.h), and, for a lowered kernel,
 //              `workgroups`, its grid (analysis/kernel_grid.h); a launch that already records
@@ -155,6 +157,7 @@ private:
         markDonated(f.terminator()->operand(d.result));
       }
     }
+    std::set<const Op*> copies = reshapesThatCopy(f, donations);
     size_t kernelCount = 0;
     for (Op* op : f.opsSnapshot()) {
       if (op->info().level != OpLevel::Tensor) continue;
@@ -179,6 +182,15 @@ private:
         Op* w = insertOp(f, op, OpKind::LoadWeight, {}, std::move(a), {op->result()->type()},
                          op->loc());
         op->result()->replaceAllUsesWith(w->result());
+        f.erase(op);
+        continue;
+      }
+      // A reshape of a buffer on its device is a view of it, not a kernel that copies.
+      if (op->kind() == OpKind::Reshape && !copies.count(op) && viewable(*op, device)) {
+        Op* v = insertOp(f, op, OpKind::View, {op->operand(0)}, {}, {op->result()->type()},
+                         op->loc());
+        op->result()->replaceAllUsesWith(v->result());
+        op->dropOperands();
         f.erase(op);
         continue;
       }
@@ -219,6 +231,40 @@ private:
     }
     insertFrees(f);
     return ok();
+  }
+
+  // The tensor a value reshapes, through any chain of reshapes.
+  static const Value* reshapeRoot(const Value* v) {
+    while (v->def() && v->def()->kind() == OpKind::Reshape) v = v->def()->operand(0);
+    return v;
+  }
+
+  // The reshapes that must stay copies: those of a tensor that a kernel writes in place (a
+  // view would see the write). Decided before scheduling replaces the tensors by buffers.
+  static std::set<const Op*> reshapesThatCopy(const Func& f,
+                                              const std::vector<Donation>& donations) {
+    std::set<const Value*> written;
+    for (const Donation& d : donations)
+      if (d.writer) written.insert(reshapeRoot(d.writer->operand(d.operand)));
+    std::set<const Op*> out;
+    for (const auto& op : f.ops())
+      if (op->kind() == OpKind::Reshape && written.count(reshapeRoot(op->operand(0))))
+        out.insert(op.get());
+    return out;
+  }
+
+  // Whether reshape `op` (on `device`) may view its operand's buffer: the buffer (through
+  // views) is one this function allocates, uploads or loads on that device, and not a
+  // donated argument's upload.
+  static bool viewable(const Op& op, const std::string& device) {
+    const Value* root = op.operand(0);
+    while (root->def() && root->def()->kind() == OpKind::View) root = root->def()->operand(0);
+    const Op* def = root->def();
+    if (!def || !def->attrs().has("device") || def->attrs().getStr("device") != device)
+      return false;
+    if (def->kind() == OpKind::TransferTo && def->attrs().getInt("donated")) return false;
+    return def->kind() == OpKind::AllocBuffer || def->kind() == OpKind::TransferTo ||
+           def->kind() == OpKind::LoadWeight;
   }
 
   // Records what the executor hands the kernel: its push constants and, when lowered, its
@@ -288,13 +334,17 @@ private:
     for (size_t i = 0; i < ops.size(); ++i) position[ops[i]] = i;
     for (Op* op : ops) {
       if (op->kind() != OpKind::AllocBuffer && op->kind() != OpKind::TransferTo) continue;
-      Value* buf = op->result();
+      // The buffer lives as long as it or any view of it is used.
+      std::vector<Value*> aliases = {op->result()};
       size_t last = position[op];
       bool returned = false;
-      for (const Use& u : buf->uses()) {
-        returned = returned || u.user->kind() == OpKind::Return;
-        last = std::max(last, position[u.user]);
-      }
+      for (size_t i = 0; i < aliases.size(); ++i)
+        for (const Use& u : aliases[i]->uses()) {
+          returned = returned || u.user->kind() == OpKind::Return;
+          last = std::max(last, position[u.user]);
+          if (u.user->kind() == OpKind::View) aliases.push_back(u.user->result());
+        }
+      Value* buf = op->result();
       // The return is the last op, so a buffer it does not use has a next op to free before.
       if (returned || last + 1 >= ops.size()) continue;
       insertOp(f, ops[last + 1], OpKind::Free, {buf}, {}, {}, ops[last]->loc());

@@ -48,6 +48,7 @@ struct Executor::Step {
   std::vector<SymExpr> push;           // launch: `push`
   std::string weight;                  // load_weight
   hal::Buffer* weightBuffer = nullptr; // load_weight: once uploaded (kept for later calls)
+  std::vector<size_t> views;           // free: the slots of the views of its buffer
 };
 
 struct Executor::Plan {
@@ -105,6 +106,7 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
 Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
   auto plan = std::make_unique<Plan>();
   std::unordered_map<const Value*, size_t> slots;
+  std::unordered_map<size_t, std::vector<size_t>> viewsOf; // slot -> its views, transitively
   auto exprs = [&](const Op& op, const char* attr) -> Result<std::vector<SymExpr>> {
     std::vector<SymExpr> out;
     for (const std::string& text : op.attrs().getStrs(attr)) {
@@ -147,6 +149,18 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
       break;
     }
     case OpKind::LoadWeight: st.weight = op.attrs().getStr("name"); break;
+    case OpKind::View:
+      // Its buffer's views, and the buffers it views (all of which end its life).
+      if (st.operands[0] != Step::kNoSlot)
+        for (auto& [root, views] : viewsOf)
+          if (root == st.operands[0] || std::find(views.begin(), views.end(), st.operands[0]) !=
+                                            views.end())
+            views.push_back(st.result);
+      viewsOf[st.result];
+      break;
+    case OpKind::Free:
+      if (st.operands[0] != Step::kNoSlot) st.views = viewsOf[st.operands[0]];
+      break;
     case OpKind::Launch: {
       std::string kernel = op.attrs().getStr("kernel");
       int64_t outs = op.attrs().getInt("outputs");
@@ -430,12 +444,29 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       ++stats_.dispatches;
       break;
     }
+    case OpKind::View: {
+      // The operand's buffer under another shape; it owns nothing.
+      KILN_TRY(Slot * from, slotOf(st, 0));
+      Slot s;
+      s.buffer = from->buffer;
+      s.device = from->device;
+      s.elem = st.elem;
+      KILN_TRY(s.shape, shapeOf(st));
+      KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, op.loc()));
+      if (bytes != from->buffer->byteSize())
+        return error(op.loc(), "view: " + std::to_string(bytes) + " bytes of " +
+                                   op.result()->type().str() + " over a buffer of " +
+                                   std::to_string(from->buffer->byteSize()));
+      slots[st.result] = std::move(s);
+      break;
+    }
     case OpKind::Free: {
       // The pending work may still read the buffer: it runs first. (Drivers with
       // asynchronous queues would rather release at the submission's semaphore value.)
       KILN_TRY(Slot * s, slotOf(st, 0));
       KILN_CHECK(devices_[s->device]->flush());
       *s = Slot{};
+      for (size_t v : st.views) slots[v] = Slot{}; // no longer live buffers
       break;
     }
     case OpKind::Wait: KILN_CHECK(devices_[st.device]->flush()); break;

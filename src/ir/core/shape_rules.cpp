@@ -816,6 +816,7 @@ Types infer(const Ctx& c) {
   // Host ops: buffers hold what their declared type says; the others produce nothing.
   case OpKind::AllocBuffer:
   case OpKind::TransferTo:
+  case OpKind::View:
   case OpKind::LoadWeight: {
     KILN_TRY(Type r, c.declaredType());
     return one(r);

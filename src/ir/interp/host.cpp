@@ -14,6 +14,7 @@ KernelResult kernelAllocBuffer(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelFree(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLaunch(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelTransferTo(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelView(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadWeight(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
 

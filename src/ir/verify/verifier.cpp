@@ -38,8 +38,10 @@
 //       `workgroups`, when set, are 3 symbolic expressions of declared symbols, and its `push`
 //       names declared symbols
 //   H2  `free` frees a buffer made by alloc_buffer or transfer_to in this function, and nothing
-//       uses a buffer after its `free` (nor frees it twice)
+//       uses a buffer after its `free` (nor frees it twice), nor a `view` of it
 //   H3  host ops and tensor ops do not share a function (`return` belongs to both)
+//   H4  `view` is of a buffer (not an argument) and keeps its element type and, where both
+//       are static, its element count
 // After affinity (verifyPlacement, run by the affinity pass and by tests)
 //   P1  every argument, declared result and op other than `return` has a device, and
 //       every device is declared in the module
@@ -273,7 +275,7 @@ private:
     }
   }
 
-  // H1, H2, H3
+  // H1, H2, H3, H4
   void checkHostOp(const Op& op) {
     if (op.attrs().has("device")) {
       std::string d = op.attrs().getStr("device");
@@ -298,7 +300,18 @@ private:
       if (v && (v->isArg() || (v->def()->kind() != OpKind::AllocBuffer &&
                                v->def()->kind() != OpKind::TransferTo)))
         opError(op, "free of a value that alloc_buffer or transfer_to did not make");
-      if (v) freed_.insert(v);
+      if (v) free(v);
+    }
+    if (op.kind() == OpKind::View) {
+      const Value* v = op.operand(0);
+      const Type &from = v ? v->type() : op.result()->type(), &to = op.result()->type();
+      if (v && v->isArg())
+        opError(op, "view of a function argument (a host tensor); a view is of a buffer");
+      else if (from.elem() != to.elem())
+        opError(op, "view changes the element type from " + from.str() + " to " + to.str());
+      else if (from.numElements() && to.numElements() && *from.numElements() != *to.numElements())
+        opError(op, "view of " + from.str() + " as " + to.str() + " changes the element count");
+      if (v) views_[v].push_back(op.result());
     }
     if (!firstHost_) firstHost_ = &op;
     if (!tensorOps_.empty())
@@ -734,6 +747,19 @@ private:
   std::vector<const Op*> tensorOps_;       // H3
   const Op* firstHost_ = nullptr;          // H3
   std::unordered_set<const Value*> freed_; // H2
+  std::unordered_map<const Value*, std::vector<const Value*>> views_; // buffer -> its views
+
+  // A freed buffer takes its views (and theirs) with it.
+  void free(const Value* v) {
+    std::vector<const Value*> work = {v};
+    while (!work.empty()) {
+      const Value* w = work.back();
+      work.pop_back();
+      if (!freed_.insert(w).second) continue;
+      if (auto it = views_.find(w); it != views_.end())
+        work.insert(work.end(), it->second.begin(), it->second.end());
+    }
+  }
 };
 
 Status finish(Diags d) {
