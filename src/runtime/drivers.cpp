@@ -1,6 +1,7 @@
 // The driver table and the process-wide cache of opened devices.
 #include "runtime/drivers.h"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -60,10 +61,34 @@ Result<DeviceId> parseDeviceId(const std::string& text, const Loc& where) {
   return id;
 }
 
-Result<std::shared_ptr<Device>> openDevice(const DeviceId& id, const Loc& where) {
+namespace {
+
+std::mutex& openedMutex() {
   static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, std::shared_ptr<Device>>& openedDevices() {
   static std::map<std::string, std::shared_ptr<Device>> opened;
-  std::lock_guard<std::mutex> lock(mu);
+  return opened;
+}
+
+// Releases the cached devices at exit while the libraries that opening them loaded (a
+// Vulkan driver and its layers, whose own globals die at exit) are still whole: the
+// handler is registered after each open, so it runs before their destructors.
+void closeOpenedDevices() {
+  std::map<std::string, std::shared_ptr<Device>> closing;
+  {
+    std::lock_guard<std::mutex> lock(openedMutex());
+    closing.swap(openedDevices());
+  }
+}
+
+} // namespace
+
+Result<std::shared_ptr<Device>> openDevice(const DeviceId& id, const Loc& where) {
+  std::lock_guard<std::mutex> lock(openedMutex());
+  auto& opened = openedDevices();
   if (auto it = opened.find(id.str()); it != opened.end()) return it->second;
   Driver* driver = lookupDriver(id.kind);
   if (!driver)
@@ -84,6 +109,7 @@ Result<std::shared_ptr<Device>> openDevice(const DeviceId& id, const Loc& where)
   }
   KILN_TRY(std::shared_ptr<Device> dev, driver->open(id.ordinal));
   opened[id.str()] = dev;
+  std::atexit(closeOpenedDevices);
   return dev;
 }
 

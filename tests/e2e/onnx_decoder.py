@@ -11,7 +11,13 @@ is imported once with --symbol=past=0:64 and run for several (seq, past) pairs.
 Then broken copies of the Llama model (truncated, corrupted) must give `error:` and exit 1,
 never a crash.
 
-usage: onnx_decoder.py --kiln PATH --source-root DIR
+--device=D runs every model on D (default: kiln's default device). For vulkan[N] the Khronos
+validation layer is on (any `kiln: vulkan validation` line fails the run), VK_DRIVER_FILES is
+set to lavapipe when neither it nor VK_ICD_FILENAMES is set, and the test exits 77 (meson:
+SKIP) with kiln's reason when there is no such device; the broken models run on the default
+device only.
+
+usage: onnx_decoder.py --kiln PATH --source-root DIR [--device=D]
 """
 import argparse
 import glob
@@ -24,10 +30,17 @@ import tempfile
 import numpy as np
 
 RTOL, ATOL = 1e-3, 1e-4
+SKIP = 77
+LAVAPIPE = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+DEVICE = []  # ["--device=D"] when --device is given
 
 
 def run(cmd):
-    return subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", timeout=120)
+    r = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", timeout=300)
+    bad = [l for l in r.stderr.splitlines() if l.startswith("kiln: vulkan validation")]
+    if bad and r.returncode == 0:  # kiln exits 1 on them; say so even if it did not
+        r.returncode = 1
+    return r
 
 
 def check_model(kiln, source_root, name, result_type, tmp):
@@ -53,7 +66,7 @@ def check_model(kiln, source_root, name, result_type, tmp):
         want = np.load(os.path.join(model_dir, f"logits_{t}.npy"))
         for source in (kir, model):
             out = os.path.join(tmp, f"out_{name}_{t}.npy")
-            r = run([kiln, "run", source, f"--input=@{ids}", f"--output=@{out}"])
+            r = run([kiln, "run", source, f"--input=@{ids}", f"--output=@{out}"] + DEVICE)
             if r.returncode != 0:
                 print(f"FAIL run {name} {os.path.basename(source)} seq={t}:", r.stderr)
                 failures += 1
@@ -81,7 +94,7 @@ def check_kv_cache(kiln, source_root, tmp):
     for case in cases:
         out_dir = os.path.join(tmp, f"kv_{case}")
         r = run([kiln, "run", kir] + [f"--input=@{model_dir}/in{i}_{case}.npy" for i in range(3)]
-                + [f"--output-dir={out_dir}"])
+                + [f"--output-dir={out_dir}"] + DEVICE)
         if r.returncode != 0:
             print(f"FAIL run kv {case}:", r.stderr)
             failures += 1
@@ -101,7 +114,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--source-root", required=True)
+    ap.add_argument("--device")
     args = ap.parse_args()
+    if args.device:
+        DEVICE.append(f"--device={args.device}")
+        if args.device.startswith("vulkan"):
+            os.environ.setdefault("KILN_VULKAN_VALIDATION", "1")
+            if ("VK_DRIVER_FILES" not in os.environ and "VK_ICD_FILENAMES" not in os.environ
+                    and os.path.exists(LAVAPIPE)):
+                os.environ["VK_DRIVER_FILES"] = LAVAPIPE
+        r = run([args.kiln, "devices"])
+        if args.device not in r.stdout and f"{args.device}[0]" not in r.stdout:
+            print(f"SKIP: no device {args.device}: {r.stdout.strip()} {r.stderr.strip()}")
+            return SKIP
+        print(f"device {args.device}")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, sym_type in (("llama", "tensor<1x{seq}x64xf32>"),
