@@ -44,7 +44,8 @@ Result<FunctionStats> analyzeMemory(const Func& host, const SymbolTable& syms) {
     switch (op->kind()) {
     case OpKind::AllocBuffer:
     case OpKind::TransferTo:
-    case OpKind::LoadWeight: {
+    case OpKind::LoadWeight:
+    case OpKind::LoadConstant: {
       for (const Dim& d : op->result()->type().shape())
         if (d.isUnknown()) return error(op->loc(), "memory: a buffer has a `?` dim");
       SymExpr b = bytesOf(op->result()->type());

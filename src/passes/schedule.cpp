@@ -185,6 +185,16 @@ private:
         f.erase(op);
         continue;
       }
+      // A constant is uploaded once per device and kept, not computed by a kernel per call.
+      if (op->kind() == OpKind::Constant) {
+        Attrs a = deviceAttr(device);
+        a.set("value", *op->attrs().getDense("value"));
+        Op* c = insertOp(f, op, OpKind::LoadConstant, {}, std::move(a), {op->result()->type()},
+                         op->loc());
+        op->result()->replaceAllUsesWith(c->result());
+        f.erase(op);
+        continue;
+      }
       // A reshape of a buffer on its device is a view of it, not a kernel that copies.
       if (op->kind() == OpKind::Reshape && !copies.count(op) && viewable(*op, device)) {
         Op* v = insertOp(f, op, OpKind::View, {op->operand(0)}, {}, {op->result()->type()},
@@ -264,7 +274,7 @@ private:
       return false;
     if (def->kind() == OpKind::TransferTo && def->attrs().getInt("donated")) return false;
     return def->kind() == OpKind::AllocBuffer || def->kind() == OpKind::TransferTo ||
-           def->kind() == OpKind::LoadWeight;
+           def->kind() == OpKind::LoadWeight || def->kind() == OpKind::LoadConstant;
   }
 
   // Records what the executor hands the kernel: its push constants and, when lowered, its

@@ -47,7 +47,8 @@ struct Executor::Step {
   std::array<SymExpr, 3> grid;         // launch: `workgroups`, or 1x1x1
   std::vector<SymExpr> push;           // launch: `push`
   std::string weight;                  // load_weight
-  hal::Buffer* weightBuffer = nullptr; // load_weight: once uploaded (kept for later calls)
+  hal::Buffer* weightBuffer = nullptr; // load_weight, load_constant: once uploaded (kept)
+  HostTensor constant;                 // load_constant: its value
   std::vector<size_t> views;           // free: the slots of the views of its buffer
 };
 
@@ -149,6 +150,7 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
       break;
     }
     case OpKind::LoadWeight: st.weight = op.attrs().getStr("name"); break;
+    case OpKind::LoadConstant: st.constant = *op.attrs().getDense("value"); break;
     case OpKind::View:
       // Its buffer's views, and the buffers it views (all of which end its life).
       if (st.operands[0] != Step::kNoSlot)
@@ -383,6 +385,22 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       KILN_TRY(s.shape, shapeOf(st));
       if (!st.weightBuffer) {
         KILN_TRY(st.weightBuffer, weightBuffer(st.weight, st.device, op.loc()));
+      }
+      s.buffer = st.weightBuffer;
+      slots[st.result] = std::move(s);
+      break;
+    }
+    case OpKind::LoadConstant: {
+      Slot s;
+      s.device = st.device;
+      s.elem = st.elem;
+      s.shape = st.constant.shape();
+      if (!st.weightBuffer) {
+        KILN_TRY(std::unique_ptr<hal::Buffer> buf,
+                 devices_[st.device]->device->allocate(st.constant.byteSize()));
+        KILN_CHECK(buf->write(0, st.constant.data(), st.constant.byteSize()));
+        st.weightBuffer = buf.get();
+        constantBuffers_.push_back(std::move(buf));
       }
       s.buffer = st.weightBuffer;
       slots[st.result] = std::move(s);

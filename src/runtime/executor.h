@@ -79,6 +79,7 @@ private:
   std::map<std::string, std::unique_ptr<Plan>> plans_; // by entry function
   std::unique_ptr<WeightStore> weightStore_;
   std::map<std::pair<std::string, size_t>, std::unique_ptr<hal::Buffer>> weightBuffers_;
+  std::vector<std::unique_ptr<hal::Buffer>> constantBuffers_; // load_constant's, once each
   CallStats stats_;
 };
 

@@ -522,6 +522,7 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
     case OpKind::AllocBuffer:
     case OpKind::TransferTo:
     case OpKind::View:
+    case OpKind::LoadConstant:
     case OpKind::LoadWeight: declared = {T({4})}; break;
     case OpKind::Transpose: a.set("perm", Ints{1, 0}); break;
     case OpKind::Split: a.set("sizes", Ints{1, 1}); break;

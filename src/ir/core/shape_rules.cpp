@@ -817,7 +817,8 @@ Types infer(const Ctx& c) {
   case OpKind::AllocBuffer:
   case OpKind::TransferTo:
   case OpKind::View:
-  case OpKind::LoadWeight: {
+  case OpKind::LoadWeight:
+  case OpKind::LoadConstant: {
     KILN_TRY(Type r, c.declaredType());
     return one(r);
   }

@@ -16,6 +16,7 @@ KernelResult kernelLaunch(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelTransferTo(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelView(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadWeight(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelLoadConstant(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
 
 } // namespace kiln::interp

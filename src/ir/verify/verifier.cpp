@@ -42,6 +42,8 @@
 //   H3  host ops and tensor ops do not share a function (`return` belongs to both)
 //   H4  `view` is of a buffer (not an argument) and keeps its element type and, where both
 //       are static, its element count
+//   H5  a `launch` writes no buffer that later calls reuse: not a `load_weight` or
+//       `load_constant` (nor a view of one); a `load_constant`'s value has its result type
 // After affinity (verifyPlacement, run by the affinity pass and by tests)
 //   P1  every argument, declared result and op other than `return` has a device, and
 //       every device is declared in the module
@@ -275,7 +277,7 @@ private:
     }
   }
 
-  // H1, H2, H3, H4
+  // H1, H2, H3, H4, H5
   void checkHostOp(const Op& op) {
     if (op.attrs().has("device")) {
       std::string d = op.attrs().getStr("device");
@@ -292,6 +294,19 @@ private:
         opError(op, "launch has " + std::to_string(outs) + " outputs but " +
                         std::to_string(op.numOperands()) + " operands");
       checkLaunchGrid(op);
+      for (size_t i = op.numOperands() - std::min<size_t>(std::max<int64_t>(outs, 0),
+                                                           op.numOperands());
+           i < op.numOperands(); ++i)
+        if (const Op* kept = residentSource(op.operand(i)))
+          opError(op, "launch writes the buffer of '" + std::string(kept->name()) +
+                          "', which later calls reuse (operand " + std::to_string(i) + ")");
+    }
+    if (op.kind() == OpKind::LoadConstant) {
+      const HostTensor* value = op.attrs().getDense("value");
+      Type valueType = Type::tensor(value->elem(), value->shape());
+      if (valueType != op.result()->type())
+        opError(op, "load_constant value has type " + valueType.str() + " but the result is " +
+                        op.result()->type().str());
     }
     for (const Value* v : op.operands())
       if (v && freed_.count(v)) opError(op, "uses a buffer after its free");
@@ -748,6 +763,14 @@ private:
   const Op* firstHost_ = nullptr;          // H3
   std::unordered_set<const Value*> freed_; // H2
   std::unordered_map<const Value*, std::vector<const Value*>> views_; // buffer -> its views
+
+  // The load_weight or load_constant whose buffer `v` is (through views), or null.
+  static const Op* residentSource(const Value* v) {
+    while (v && !v->isArg() && v->def()->kind() == OpKind::View) v = v->def()->operand(0);
+    if (!v || v->isArg()) return nullptr;
+    OpKind k = v->def()->kind();
+    return k == OpKind::LoadWeight || k == OpKind::LoadConstant ? v->def() : nullptr;
+  }
 
   // A freed buffer takes its views (and theirs) with it.
   void free(const Value* v) {
