@@ -156,6 +156,7 @@ KernelShape analyzeKernel(const Func& k) {
     s.bElem = b.elem();
     break;
   }
+  if (s.strategy == Strategy::Pointwise && s.reduces) analyzeRowReductions(k, s);
   return s;
 }
 

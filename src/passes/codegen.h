@@ -57,8 +57,16 @@ struct KernelShape {
   ElemType aElem = ElemType::F32, bElem = ElemType::F32;
   bool reduces = false;     // some op reduces (reductions, softmax, cumsum)
   int64_t reduceExtent = 1; // the longest reduced extent (static dims; 1024 for a symbol)
+  // Row reductions (every reduction reduce_* or softmax over trailing axes): how many
+  // leading output dims index a row, so that each reduction is one value per row (-1 when
+  // the kernel is not of that form), and the reductions' accumulator types.
+  int64_t rowDims = -1;
+  std::vector<ElemType> rowAccElems;
 };
 KernelShape analyzeKernel(const Func& k);
+// Fills `s.rowDims` and `s.rowAccElems` of a pointwise kernel (analyzeKernel calls it; it is
+// defined with the strategy that uses it, lower/reduction_gpu.cpp).
+void analyzeRowReductions(const Func& k, KernelShape& s);
 
 // A buffer a kernel places in shared memory.
 struct SharedBuffer {

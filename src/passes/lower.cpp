@@ -20,8 +20,9 @@
 // lower/plan.cpp) names the strategy that emits it, through the kernel builder
 // (lower/kernel_builder.h). Each strategy is a file under lower/: pointwise (gpu, one
 // thread per element), rows (cpu rows x columns, row reductions hoisted), scatter (a
-// scatter_nd over a donated argument), matmul-gpu (shared-memory tiles) and matmul-cpu
-// (a register-blocked micro-kernel).
+// scatter_nd over a donated argument), matmul-gpu (shared-memory tiles), matmul-cpu
+// (a register-blocked micro-kernel) and reduction-gpu (a row's threads reduce it together
+// through subgroups and shared memory).
 #include <algorithm>
 #include <set>
 
@@ -41,6 +42,7 @@ const std::vector<LowerStrategy>& lowerStrategies() {
       {"matmul-cpu", matchCpuMatmul, cpuMatmulPlans, true},
       {"matmul-gpu", matchGpuMatmul, gpuMatmulPlans, true},
       {"rows", matchRows, rowsPlans, true},
+      {"reduction-gpu", matchGpuReduce, gpuReducePlans, true},
       {"pointwise", matchPointwise, pointwisePlans, true},
   };
   return table;

@@ -68,6 +68,10 @@ bool exact(const KernelShape& s, const CpuMatmulPlan& p, const SymbolTable& syms
   return matmulExact(s, p.mc, p.nc, p.kc, syms);
 }
 
+bool exact(const KernelShape& s, const GpuReducePlan& p, const SymbolTable& syms,
+           const TargetDesc& t) {
+  return gpuReduceExact(s, p, syms, t);
+}
 bool exact(const KernelShape&, const ScatterPlan&, const SymbolTable&, const TargetDesc&) {
   return false; // never recorded by tile
 }

@@ -1,5 +1,8 @@
 # lit configuration for kiln's IR tests: each .kir file has RUN: lines and FileCheck checks.
 import os
+import re
+import subprocess
+import sys
 import lit.formats
 
 config.name = "kiln"
@@ -16,3 +19,25 @@ config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "
 config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not")))
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%npy", sys.executable + " " + os.path.join(os.path.dirname(__file__), "Inputs", "npy.py")))
+
+# `REQUIRES: vulkan`: kiln sees vulkan[0] (lavapipe unless VK_DRIVER_FILES or VK_ICD_FILENAMES
+# names another driver), with the validation layer on when it is installed (kiln then exits 1
+# on any validation message).
+for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "KILN_VULKAN_VALIDATION", "HOME"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+lavapipe = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+if not ({"VK_DRIVER_FILES", "VK_ICD_FILENAMES"} & set(config.environment)) and os.path.exists(lavapipe):
+    config.environment["VK_DRIVER_FILES"] = lavapipe
+if "KILN_VULKAN_VALIDATION" not in config.environment and os.path.exists(
+        "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"):
+    config.environment["KILN_VULKAN_VALIDATION"] = "1"
+try:
+    devices = subprocess.run([os.path.join(config.kiln_tools_dir, "kiln"), "devices"],
+                             env=config.environment, capture_output=True, text=True,
+                             timeout=120).stdout
+    if re.search(r"^vulkan\[0\]", devices, re.M):
+        config.available_features.add("vulkan")
+except (OSError, subprocess.SubprocessError):
+    pass

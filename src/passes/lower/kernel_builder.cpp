@@ -50,6 +50,7 @@ std::unique_ptr<Func> KernelBuilder::finish() {
 }
 
 void KernelBuilder::setGrid(size_t axis, Value* count) { config_->setOperand(axis, count); }
+void KernelBuilder::setSubgroup(int64_t size) { config_->attrs().set("subgroup", size); }
 
 Value* KernelBuilder::mk(Builder& b, OpKind k, std::vector<Value*> ops, Type t, Attrs a) {
   return b.createUnchecked(k, ops, std::move(a), {std::move(t)})->result();

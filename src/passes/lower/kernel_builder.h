@@ -9,7 +9,8 @@
 //
 // The walker's op lowerings live beside it by kind: kernel_builder.cpp (views,
 // elementwise, concat, pad, naive matmul), reduction.cpp (reductions, softmax, cumsum,
-// argmax, and the cpu rows plan's hoisting of row reductions), window.cpp (conv, pooling).
+// argmax, and the hoisting of row reductions before the column loop of the cpu rows and
+// gpu reduce plans), window.cpp (conv, pooling).
 #pragma once
 
 #include <functional>
@@ -28,9 +29,27 @@ namespace kiln {
 
 // The reference's wide accumulator type: f64 for floats, i64 for integers.
 ElemType accElem(ElemType e);
+// A reduce_* op's reduced axes, sorted and unique (all axes when `axes` is empty).
+std::vector<int64_t> reducedAxes(const Op& op);
 // A matmul's accumulator: wide (f64 / i64) like the reference, or f32 for f32/f16/bf16
 // results on targets without wideAccumulation (cpu).
 ElemType matmulAccElem(ElemType e, const TargetDesc& t);
+
+class KernelBuilder;
+
+// A reduction the walker needs one value of (a reduce_*, softmax's max or sum): `fn` over
+// the elements of an index space of `extents` (C order) from `init`, in type `acc`.
+struct RowReduction {
+  OpKind fn = OpKind::Add;
+  ElemType acc = ElemType::F64;
+  double init = 0;
+  Shape extents;
+  // The element at one index per extent (any type; it is cast to `acc`).
+  std::function<Result<Value*>(const std::vector<Value*>& j)> element;
+};
+// Emits a reduction that all threads of the workgroup reach together, by all of them (the
+// gpu reduce strategy, reduction_gpu.cpp); every thread gets the result.
+using RowReducer = std::function<Result<Value*>(KernelBuilder& b, const RowReduction& r)>;
 
 class KernelBuilder {
 public:
@@ -53,6 +72,8 @@ public:
   Value* output(size_t o) const { return outs_[o]; }
   // Workgroup counts along `axis` (a prologue value).
   void setGrid(size_t axis, Value* count);
+  // The subgroup size the kernel is lowered for (kernel_config's `subgroup`).
+  void setSubgroup(int64_t size);
 
   // ---- op construction ------------------------------------------------------------------
   Value* mk(Builder& b, OpKind k, std::vector<Value*> ops, Type t, Attrs a = {});
@@ -114,8 +135,13 @@ public:
   void substitute(const Value* value, Value* v) { subst_[value] = v; }
   // cpu rows: `v` is the same for every column of a row.
   void markInvariant(const Value* v) { invariant_.insert(v); }
-  // cpu rows: the column loop (row-invariant code is hoisted before it), or null.
+  // cpu rows, gpu reduce: the column loop (row-invariant code is hoisted before it), or null.
   void setColumnLoop(Op* loop) { colLoop_ = loop; }
+  // gpu reduce: hoisted row reductions are emitted by `r` (null: one thread's loop).
+  void setRowReducer(RowReducer r) { rowReducer_ = std::move(r); }
+  // A row reduction's value: by the row reducer where the code is hoisted before the column
+  // loop (every thread of the workgroup runs it), else one thread's loop.
+  Result<Value*> reduceRow(const RowReduction& r);
 
 private:
   // A loop opened by beginFor: where ops went before it.
@@ -125,8 +151,6 @@ private:
     Op* before;
   };
   std::vector<OpenLoop> loops_;
-  // Reductions: the reduced axes of `op`, sorted and unique.
-  std::vector<int64_t> reducedAxes(const Op& op);
   bool rowInvariant(const std::vector<Value*>& ix) const;
   Result<Value*> hoisted(const void* what, const std::vector<Value*>& ix,
                          const std::function<Result<Value*>()>& f);
@@ -159,6 +183,10 @@ private:
   Op* colLoop_ = nullptr;
   std::set<const Value*> invariant_;
   std::map<std::pair<const void*, std::vector<Value*>>, Value*> hoistMemo_;
+  // gpu reduce: the row reducer, and whether the insertion point is hoisted code that all
+  // threads of the workgroup run together.
+  RowReducer rowReducer_;
+  bool uniform_ = false;
 };
 
 } // namespace kiln

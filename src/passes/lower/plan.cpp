@@ -36,6 +36,9 @@ PlanAttrs attrsOf(const Plan& p) {
                         [](const ScatterPlan& q) {
                           return PlanAttrs{{}, {q.threads, 1, 1}};
                         },
+                        [](const GpuReducePlan& q) {
+                          return PlanAttrs{{q.rows, q.threads, q.subgroup}, {q.threads, q.rows, 1}};
+                        },
                     },
                     p);
 }
@@ -85,6 +88,12 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
              "tile " +
              listStr(tile) + " and workgroup " + listStr(wg);
     p = RowsPlan{tile[0], tile[1]};
+  } else if (s.strategy == Strategy::Pointwise && tile.size() == 3) {
+    if (wg[0] != tile[1] || wg[1] != tile[0] || wg[2] != 1)
+      return "a gpu row reduction takes tile [rows, threads, subgroup] with workgroup [threads, "
+             "rows, 1], got tile " +
+             listStr(tile) + " and workgroup " + listStr(wg);
+    p = GpuReducePlan{tile[0], tile[1], tile[2]};
   } else if (s.strategy == Strategy::Pointwise) {
     if (tile.size() != 1 || tile[0] != threads || wg[1] != 1 || wg[2] != 1)
       return "a pointwise kernel takes tile [threads] with workgroup [threads, 1, 1], got tile " +
@@ -116,6 +125,7 @@ std::optional<std::string> planProblem(const KernelShape& s, const PlanAttrs& a,
 }
 
 std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const Plan& p) {
+  if (const auto* r = std::get_if<GpuReducePlan>(&p)) return gpuReduceSharedBuffers(s, *r);
   const auto* q = std::get_if<GpuMatmulPlan>(&p);
   if (s.strategy != Strategy::Matmul || !q) return {};
   return gpuMatmulSharedBuffers(s, *q);

@@ -7,6 +7,7 @@
 //   GpuMatmulPlan{64, 64, 16, 16, 16} tile = [64, 64, 16],        workgroup = [16, 16, 1]
 //   CpuMatmulPlan{48, 64, 256, 6, 16} tile = [48, 64, 256, 6, 16], workgroup = [1, 1, 1]
 //   ScatterPlan{64}                   tile = [],                  workgroup = [64, 1, 1]
+//   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,15 @@ struct ScatterPlan {
   int64_t threads = 64;
 };
 
-using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan>;
+// gpu row reductions: `rows` rows per workgroup, `threads` threads per row (whole
+// subgroups of `subgroup` threads, at most subgroup^2) reduce a row together through
+// subgroup arithmetic and shared memory.
+struct GpuReducePlan {
+  int64_t rows = 1, threads = 64, subgroup = 8;
+};
+
+using Plan =
+    std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan, GpuReducePlan>;
 
 // A plan as the dispatch records it.
 struct PlanAttrs {

@@ -1,7 +1,9 @@
 // The walker's reductions (kernel_builder.h): reduce_*, softmax / log_softmax, cumsum and
 // argmax / argmin at one output element, each a loop with a wide private accumulator in
-// the reference's order. On the cpu rows plan (rows.cpp) a reduction whose indices are
-// the same for every column of a row is computed once per row, before the column loop.
+// the reference's order. On the cpu rows plan (rows.cpp) and the gpu reduce plan
+// (reduction_gpu.cpp) a reduction whose indices are the same for every column of a row is
+// computed once per row, before the column loop (on gpu, by all threads of the row
+// together: the row reducer).
 #include <algorithm>
 #include <limits>
 
@@ -9,7 +11,7 @@
 
 namespace kiln {
 
-std::vector<int64_t> KernelBuilder::reducedAxes(const Op& op) {
+std::vector<int64_t> reducedAxes(const Op& op) {
   std::vector<int64_t> axes = op.attrs().getInts("axes");
   int64_t r = op.operand(0)->type().rank();
   if (axes.empty())
@@ -48,7 +50,11 @@ Result<Value*> KernelBuilder::hoisted(const void* what, const std::vector<Value*
   std::swap(body_, pre);
   Op* loop = colLoop_;
   colLoop_ = marker;
+  // Code before the column loop is outside every loop and `if`: all threads run it.
+  bool uniform = uniform_;
+  uniform_ = true;
   Result<Value*> v = f();
+  uniform_ = uniform;
   colLoop_ = loop;
   std::swap(body_, pre);
   k_->erase(marker);
@@ -56,6 +62,23 @@ Result<Value*> KernelBuilder::hoisted(const void* what, const std::vector<Value*
   hoistMemo_[key] = *v;
   invariant_.insert(*v);
   return *v;
+}
+
+Result<Value*> KernelBuilder::reduceRow(const RowReduction& r) {
+  if (rowReducer_ && uniform_) {
+    // The elements are computed inside the reducer's loop, where threads diverge.
+    uniform_ = false;
+    Result<Value*> v = rowReducer_(*this, r);
+    uniform_ = true;
+    return v;
+  }
+  Value* acc = accumulator(r.acc, r.init);
+  std::vector<Value*> j;
+  for (const Dim& d : r.extents) j.push_back(beginFor(cst(0), dim(d), cst(1)));
+  KILN_TRY(Value * v, r.element(j));
+  accStore(acc, compute(r.fn, {accLoad(acc), castTo(v, r.acc)}, r.acc));
+  for (size_t i = 0; i < j.size(); ++i) endFor();
+  return accLoad(acc);
 }
 
 Result<Value*> KernelBuilder::reduce(const Op& op, const std::vector<Value*>& ix) {
@@ -106,23 +129,25 @@ Result<Value*> KernelBuilder::reduceAt(const Op& op, const std::vector<Value*>& 
   case OpKind::ReduceMin: init = flt ? inf : highest(), fn = OpKind::Min; break;
   default: break;
   }
-  Value* acc = accumulator(ae, init);
   const Shape& xs = x->type().shape();
   std::vector<Value*> xi(xs.size(), nullptr);
   size_t k = 0;
+  RowReduction red{fn, ae, init, {}, nullptr};
   for (size_t d = 0; d < xs.size(); ++d) {
     bool reduced = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d));
+    if (reduced) red.extents.push_back(xs[d]);
     if (!reduced)
       xi[d] = ix[k++];
     else if (keep)
       ++k;
   }
-  for (size_t d = 0; d < xs.size(); ++d)
-    if (!xi[d]) xi[d] = beginFor(cst(0), dim(xs[d]), cst(1));
-  KILN_TRY(Value * v, emitAt(x, xi));
-  accStore(acc, compute(fn, {accLoad(acc), castTo(v, ae)}, ae));
-  for (size_t i = 0; i < axes.size(); ++i) endFor();
-  Value* r = accLoad(acc);
+  red.element = [&](const std::vector<Value*>& j) {
+    std::vector<Value*> at = xi;
+    for (size_t d = 0, n = 0; d < at.size(); ++d)
+      if (!at[d]) at[d] = j[n++];
+    return emitAt(x, at);
+  };
+  KILN_TRY(Value * r, reduceRow(red));
   if (op.kind() == OpKind::ReduceMean) {
     Value* count = cst(1);
     for (int64_t a : axes) count = idx(OpKind::IMul, count, dim(xs[static_cast<size_t>(a)]));
@@ -146,28 +171,29 @@ Result<Value*> KernelBuilder::softmax(const Op& op, const std::vector<Value*>& i
     xi[static_cast<size_t>(axis)] = j;
     return xi;
   };
-  Value* n = dim(x->type().dim(axis));
+  const Dim& nd = x->type().dim(axis);
   // The row's max and sum do not depend on the position along the axis.
   std::vector<Value*> row = at(cst(0));
-  KILN_TRY(
-      Value * m, hoisted(&op, row, [&]() -> Result<Value*> {
-        Value* mx = accumulator(ElemType::F64, -std::numeric_limits<double>::infinity());
-        Value* j = beginFor(cst(0), n, cst(1));
-        KILN_TRY(Value * xj, emitAt(x, at(j)));
-        accStore(mx, compute(OpKind::Max, {accLoad(mx), castTo(xj, ElemType::F64)}, ElemType::F64));
-        endFor();
-        return accLoad(mx);
-      }));
+  KILN_TRY(Value * m, hoisted(&op, row, [&]() -> Result<Value*> {
+             return reduceRow({OpKind::Max,
+                               ElemType::F64,
+                               -std::numeric_limits<double>::infinity(),
+                               {nd},
+                               [&](const std::vector<Value*>& j) { return emitAt(x, at(j[0])); }});
+           }));
   KILN_TRY(Value * s, hoisted(op.result(0), row, [&]() -> Result<Value*> {
-             Value* sum = accumulator(ElemType::F64, 0);
-             Value* j = beginFor(cst(0), n, cst(1));
-             KILN_TRY(Value * xk, emitAt(x, at(j)));
-             Value* ex = compute(
-                 OpKind::Exp, {compute(OpKind::Sub, {castTo(xk, ElemType::F64), m}, ElemType::F64)},
-                 ElemType::F64);
-             accStore(sum, compute(OpKind::Add, {accLoad(sum), ex}, ElemType::F64));
-             endFor();
-             return accLoad(sum);
+             return reduceRow(
+                 {OpKind::Add,
+                  ElemType::F64,
+                  0,
+                  {nd},
+                  [&](const std::vector<Value*>& j) -> Result<Value*> {
+                    KILN_TRY(Value * xk, emitAt(x, at(j[0])));
+                    return compute(
+                        OpKind::Exp,
+                        {compute(OpKind::Sub, {castTo(xk, ElemType::F64), m}, ElemType::F64)},
+                        ElemType::F64);
+                  }});
            }));
   KILN_TRY(Value * xi, emitAt(x, ix));
   Value* d = compute(OpKind::Sub, {castTo(xi, ElemType::F64), m}, ElemType::F64);

@@ -1,5 +1,6 @@
 // Lowering strategies: the ways `lower` turns a tensor-level kernel into kernel IR, one
-// file each (pointwise.cpp, rows.cpp, scatter.cpp, matmul_gpu.cpp, matmul_cpu.cpp), all
+// file each (pointwise.cpp, rows.cpp, scatter.cpp, matmul_gpu.cpp, matmul_cpu.cpp,
+// reduction_gpu.cpp), all
 // emitting through the kernel builder (kernel_builder.h). Each strategy has
 //   match        whether it lowers a kernel on a target (the registry in lower.cpp asks
 //                the strategies in priority order; the first that matches wins),
@@ -123,6 +124,21 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
 std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const CpuMatmulPlan& p);
+
+// reduction_gpu.cpp: gpu row reductions, each row reduced by its threads together
+// (subgroup arithmetic, partials in shared memory); analyzeRowReductions (codegen.h) too.
+bool matchGpuReduce(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> gpuReducePlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const GpuReducePlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const GpuReducePlan& p);
+// The shared buffers the plan needs: each row's partials per accumulator type.
+std::vector<SharedBuffer> gpuReduceSharedBuffers(const KernelShape& s, const GpuReducePlan& p);
+// True when the plan's workgroups cover the rows exactly (pad records it; lower then emits
+// no row guard).
+bool gpuReduceExact(const KernelShape& s, const GpuReducePlan& p, const SymbolTable& syms,
+                    const TargetDesc& t);
 
 // The largest value an extent takes under the symbols' ranges (at least 1).
 int64_t upperBound(const Dim& d, const SymbolTable& syms);
