@@ -576,5 +576,9 @@ int main(int argc, char** argv) {
   }
   if (regressions)
     std::cout << "# " << regressions << " tests pass on ref but not on " << cfg.device << "\n";
-  return belowRate || regressions ? 1 : 0;
+  uint64_t validation = hal::vulkanValidationMessages();
+  if (validation)
+    std::cout << "# FAIL: the Vulkan validation layer reported " << validation
+              << " messages (above)\n";
+  return belowRate || regressions || validation ? 1 : 0;
 }

@@ -263,5 +263,9 @@ int main(int argc, char** argv) {
   std::cout << checked - failures << " of " << checked << " programs "
             << (gDevice.starts_with("ref") ? "identical" : "match on " + gDevice) << "; "
             << gDonated << " of them also ran with donated arguments\n";
+  if (uint64_t n = hal::vulkanValidationMessages()) {
+    std::cout << "FAIL: the Vulkan validation layer reported " << n << " messages (above)\n";
+    return 1;
+  }
   return failures ? 1 : 0;
 }
