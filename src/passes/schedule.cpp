@@ -197,8 +197,8 @@ private:
       }
       // A reshape of a buffer on its device is a view of it, not a kernel that copies.
       if (op->kind() == OpKind::Reshape && !copies.count(op) && viewable(*op, device)) {
-        Op* v = insertOp(f, op, OpKind::View, {op->operand(0)}, {}, {op->result()->type()},
-                         op->loc());
+        Op* v =
+            insertOp(f, op, OpKind::View, {op->operand(0)}, {}, {op->result()->type()}, op->loc());
         op->result()->replaceAllUsesWith(v->result());
         op->dropOperands();
         f.erase(op);

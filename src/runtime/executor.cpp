@@ -155,8 +155,8 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
       // Its buffer's views, and the buffers it views (all of which end its life).
       if (st.operands[0] != Step::kNoSlot)
         for (auto& [root, views] : viewsOf)
-          if (root == st.operands[0] || std::find(views.begin(), views.end(), st.operands[0]) !=
-                                            views.end())
+          if (root == st.operands[0] ||
+              std::find(views.begin(), views.end(), st.operands[0]) != views.end())
             views.push_back(st.result);
       viewsOf[st.result];
       break;

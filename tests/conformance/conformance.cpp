@@ -26,8 +26,8 @@
 #include "ir/interp/interp.h"
 #include "ir/io/weights.h"
 #include "passes/pass_manager.h"
-#include "runtime/executor.h"
 #include "runtime/drivers.h"
+#include "runtime/executor.h"
 #include "runtime/sim/sim.h"
 #ifdef KILN_HAVE_VULKAN
 #include "runtime/vulkan/vulkan.h"
@@ -347,8 +347,8 @@ Outcome runTest(const Config& cfg, const fs::path& dir, std::string& line) {
       devEntry = im.module->funcs()[0]->name();
       auto program = kiln::compileProgram(std::move(imp->module), co);
       if (!program.ok()) {
-        line = "FAIL " + name + ": compile for " + cfg.device + ": " +
-               program.diags().list[0].str();
+        line =
+            "FAIL " + name + ": compile for " + cfg.device + ": " + program.diags().list[0].str();
         return Outcome::Failed;
       }
       for (const auto& f : program->host->funcs()) {

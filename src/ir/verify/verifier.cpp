@@ -294,8 +294,8 @@ private:
         opError(op, "launch has " + std::to_string(outs) + " outputs but " +
                         std::to_string(op.numOperands()) + " operands");
       checkLaunchGrid(op);
-      for (size_t i = op.numOperands() - std::min<size_t>(std::max<int64_t>(outs, 0),
-                                                           op.numOperands());
+      for (size_t i =
+               op.numOperands() - std::min<size_t>(std::max<int64_t>(outs, 0), op.numOperands());
            i < op.numOperands(); ++i)
         if (const Op* kept = residentSource(op.operand(i)))
           opError(op, "launch writes the buffer of '" + std::string(kept->name()) +
@@ -759,9 +759,9 @@ private:
   bool isKernel_ = false;
   std::unordered_map<const Op*, size_t> opIndex_;
   Diags diags_;
-  std::vector<const Op*> tensorOps_;       // H3
-  const Op* firstHost_ = nullptr;          // H3
-  std::unordered_set<const Value*> freed_; // H2
+  std::vector<const Op*> tensorOps_;                                  // H3
+  const Op* firstHost_ = nullptr;                                     // H3
+  std::unordered_set<const Value*> freed_;                            // H2
   std::unordered_map<const Value*, std::vector<const Value*>> views_; // buffer -> its views
 
   // The load_weight or load_constant whose buffer `v` is (through views), or null.
