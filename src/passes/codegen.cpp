@@ -160,6 +160,15 @@ KernelShape analyzeKernel(const Func& k) {
   return s;
 }
 
+std::optional<std::string> sharedMemoryProblem(const std::string& tile,
+                                               const std::vector<SharedBuffer>& buffers,
+                                               const TargetDesc& t) {
+  uint64_t bytes = sharedFootprint(buffers);
+  if (bytes <= t.sharedMemoryBytes) return std::nullopt;
+  return "tile " + tile + " needs " + std::to_string(bytes) + " bytes of shared memory; " + t.name +
+         " has " + std::to_string(t.sharedMemoryBytes);
+}
+
 uint64_t sharedFootprint(const std::vector<SharedBuffer>& buffers) {
   uint64_t total = 0;
   for (const SharedBuffer& b : buffers) {

@@ -76,6 +76,11 @@ struct SharedBuffer {
 // THE footprint function: bytes of shared memory per workgroup, in 64-bit arithmetic
 // (saturating at UINT64_MAX, so no overflow can make a huge kernel look small).
 uint64_t sharedFootprint(const std::vector<SharedBuffer>& buffers);
+// Why a plan's shared buffers exceed the target's shared memory (`tile` names the plan in
+// the message), or nullopt when they fit.
+std::optional<std::string> sharedMemoryProblem(const std::string& tile,
+                                               const std::vector<SharedBuffer>& buffers,
+                                               const TargetDesc& t);
 // The shared buffers a lowered kernel allocates (the final check's input).
 std::vector<SharedBuffer> sharedBuffersOf(const Func& loweredKernel);
 

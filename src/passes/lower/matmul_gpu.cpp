@@ -101,10 +101,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const GpuMatmul
   if (perThread > 256)
     return "tile " + tile + " gives each thread " + std::to_string(perThread) +
            " accumulators (at most 256)";
-  uint64_t bytes = sharedFootprint(gpuMatmulSharedBuffers(s, p));
-  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
-    return "tile " + tile + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
-           t.name + " has " + std::to_string(t.sharedMemoryBytes);
+  if (checkSharedMemory) return sharedMemoryProblem(tile, gpuMatmulSharedBuffers(s, p), t);
   return std::nullopt;
 }
 

@@ -251,10 +251,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const GpuReduce
   if (p.threads > p.subgroup * p.subgroup)
     return "tile " + tile + ": more than subgroup^2 threads per row (" +
            std::to_string(p.subgroup * p.subgroup) + ")";
-  uint64_t bytes = sharedFootprint(gpuReduceSharedBuffers(s, p));
-  if (checkSharedMemory && bytes > t.sharedMemoryBytes)
-    return "tile " + tile + " needs " + std::to_string(bytes) + " bytes of shared memory; " +
-           t.name + " has " + std::to_string(t.sharedMemoryBytes);
+  if (checkSharedMemory) return sharedMemoryProblem(tile, gpuReduceSharedBuffers(s, p), t);
   return std::nullopt;
 }
 
