@@ -55,10 +55,12 @@ Result<std::unique_ptr<Module>> loadInputModule(const std::string& path);
 bool isModuleFile(const std::string& path); // FILE.kmod
 // A program to run: a .kmod file, or a source model compiled in memory with `placement`
 // (its devices, --place, --partition) and the --donate specs (a .kmod keeps the donations
-// it was compiled with; giving --donate for one is an error).
-Result<std::shared_ptr<const Program>>
-loadProgramInput(const std::string& path, const PlacementOptions& placement,
-                 const std::vector<std::string>& donate = {});
+// it was compiled with; giving --donate for one is an error); --no-attention clears
+// `recognizeAttention`.
+Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
+                                                        const PlacementOptions& placement,
+                                                        const std::vector<std::string>& donate = {},
+                                                        bool recognizeAttention = true);
 // --device (repeatable), --devices=auto, --place, --partition, in the shape placeModule
 // takes; commands that accept them list placementFlagSpecs() among their flags.
 Result<PlacementOptions> placementFlags(const ParsedArgs& a);

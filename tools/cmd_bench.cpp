@@ -20,6 +20,7 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
   --device=KIND[N]      device to run on (default cpu[0], ref[0] in builds without LLVM)
   --donate=[@FUNC:]ARG[:RESULT]  (source models) write a result over an argument in place,
                         as for kiln compile; the same input tensors are updated call after call
+  --no-attention        (source models) keep softmax(Q.K^T).V chains as they are
   --repetitions=N       timed calls per function (default 10)
   --warmup=N            untimed calls before them (default 1)
   --warmup-ms=T         then more untimed calls until T milliseconds have passed (default 0):
@@ -48,10 +49,11 @@ std::string ms(double seconds) {
 
 int runBench(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = {
-      {"function", true, true, ""}, {"input", true, true, ""},
-      {"device", true, false, ""},  {"repetitions", true, false, ""},
-      {"warmup", true, false, ""},  {"cpu-threads", true, false, ""},
-      {"donate", true, true, ""},   {"warmup-ms", true, false, ""},
+      {"function", true, true, ""},   {"input", true, true, ""},
+      {"device", true, false, ""},    {"repetitions", true, false, ""},
+      {"warmup", true, false, ""},    {"cpu-threads", true, false, ""},
+      {"donate", true, true, ""},     {"no-attention", false, false, ""},
+      {"warmup-ms", true, false, ""},
   };
   auto parsed = parseArgs(args, specs, "bench");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -79,7 +81,8 @@ int runBench(const std::vector<std::string>& args) {
   }
   PlacementOptions placement;
   placement.devices.devices = {device};
-  auto program = loadProgramInput(a.positional[0], placement, a.all("donate"));
+  auto program =
+      loadProgramInput(a.positional[0], placement, a.all("donate"), !a.has("no-attention"));
   if (!program.ok()) return fail(program.diags());
   std::vector<std::string> functions;
   for (const std::string& f : a.all("function")) {

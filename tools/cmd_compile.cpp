@@ -33,7 +33,8 @@ kiln dump).
   --emit=schedule       write the host schedule and its kernels as IR text, with peak
                         memory and the sum of tensor sizes per function
   --emit=placement-dot  write a Graphviz graph of the placed program, coloured by device
-  --emit=kernels        run the codegen pipeline (fuse, collapse-dims, tile, pad, lower)
+  --emit=kernels        run the codegen pipeline (attention, then fuse, collapse-dims,
+                        tile, pad, lower)
                         and print every kernel with its workgroup size, shared-memory bytes
                         and the target's limit
   --emit=llvm           the cpu device's kernels as optimized LLVM IR
@@ -47,6 +48,8 @@ kiln dump).
                         vulkan:nvidia-sm90, vulkan:generic, amdgpu:gfx90a, amdgpu:gfx942,
                         amdgpu:gfx1100
   --tile-config=FILE    manual tiles per kernel (docs/codegen.md)
+  --no-attention        keep softmax(Q.K^T).V chains as they are (by default the
+                        `attention` pass makes them one attention op; docs/attention.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
   -h, --help            show this help
@@ -59,6 +62,7 @@ int runCompile(const std::vector<std::string>& args) {
       {"emit", true, false, ""},
       {"report", true, false, ""},
       {"external-weights", false, false, ""},
+      {"no-attention", false, false, ""},
       {"target", true, true, ""},
       {"tile-config", true, false, ""},
   });
@@ -105,6 +109,7 @@ int runCompile(const std::vector<std::string>& args) {
   }
   opts.embedWeights = !a.has("external-weights");
   opts.donate = a.all("donate");
+  opts.recognizeAttention = !a.has("no-attention");
   opts.targets = a.all("target");
   if (a.has("tile-config")) {
     auto overrides = readTileConfig(a.get("tile-config"));
@@ -139,7 +144,9 @@ int runCompile(const std::vector<std::string>& args) {
     PassManagerOptions pmOpts;
     pmOpts.defaults = codegen->passDefaults;
     PassManager pm(pmOpts);
-    Status lowered = pm.addPipeline("codegen");
+    // As a compile would: attention chains first (unless --no-attention), then codegen.
+    Status lowered =
+        pm.addPipeline(opts.recognizeAttention ? "shape-infer,attention,codegen" : "codegen");
     if (lowered.ok()) lowered = pm.run(**module, std::cerr);
     if (!lowered.ok()) return fail(lowered.diags());
     text = kernelReport(**module, codegen->target);

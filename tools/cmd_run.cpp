@@ -25,6 +25,8 @@ is compiled in memory first; a .kmod file runs as compiled.
   --donate=[@FUNC:]ARG[:RESULT]  (source models) write result RESULT over argument ARG
                         (a name or index) in place; RESULT defaults to the one result of
                         ARG's type (repeatable; docs/donation.md)
+  --no-attention        (source models) keep softmax(Q.K^T).V chains as they are, as for
+                        kiln compile
   --input=@FILE.npy     next argument from a .npy file (repeatable, in argument order)
   --input=LITERAL       next argument from a literal: 2x3xf32=1 2 3 4 5 6, f32=7,
                         4xi64=0 (one value fills all), nan/inf/-inf, true/false for i1
@@ -40,6 +42,7 @@ int runRun(const std::vector<std::string>& args) {
   static const std::vector<FlagSpec> specs = withPlacementFlags({
       {"function", true, false, ""},
       {"donate", true, true, ""},
+      {"no-attention", false, false, ""},
       {"input", true, true, ""},
       {"output", true, true, ""},
       {"output-dir", true, false, ""},
@@ -77,7 +80,8 @@ int runRun(const std::vector<std::string>& args) {
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto program = loadProgramInput(a.positional[0], *placement, a.all("donate"));
+  auto program =
+      loadProgramInput(a.positional[0], *placement, a.all("donate"), !a.has("no-attention"));
   if (!program.ok()) return fail(program.diags());
   auto entry = pickEntry(**program, a.get("function"));
   if (!entry.ok()) return fail(entry.diags());

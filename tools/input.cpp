@@ -18,7 +18,8 @@ Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
 
 Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
                                                         const PlacementOptions& placement,
-                                                        const std::vector<std::string>& donate) {
+                                                        const std::vector<std::string>& donate,
+                                                        bool recognizeAttention) {
   if (isModuleFile(path)) {
     if (!donate.empty())
       return error(Loc::named("--donate"), "a .kmod keeps the donations it was compiled with; "
@@ -30,6 +31,7 @@ Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
   CompileOptions opts;
   opts.placement = placement;
   opts.donate = donate;
+  opts.recognizeAttention = recognizeAttention;
   // In memory the weights stay in their files, read lazily as the interpreter would.
   opts.embedWeights = false;
   KILN_TRY(Program p, compileProgram(std::move(m), opts));

@@ -1,6 +1,7 @@
 // Cost model: bytes per value and FLOPs per op (see cost.h).
 #include "analysis/cost.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace kiln {
@@ -61,6 +62,17 @@ OpCost opCost(const Op& op, const SymbolTable& syms) {
     int64_t perFilter = 1;
     for (int64_t i = 1; i < w.rank(); ++i) perFilter = mulSat(perFilter, dimSize(w.dim(i), syms));
     c.flops = mulSat(mulSat(out, perFilter), 2);
+    break;
+  }
+  case OpKind::Attention: {
+    // Per query row and key: a dot product over D, the softmax update, an axpy over Dv.
+    const Type &q = op.operand(0)->type(), &k = op.operand(1)->type();
+    int64_t rows =
+        operandElements(op, 0, syms) / std::max<int64_t>(1, dimSize(q.dim(q.rank() - 1), syms));
+    int64_t keys = dimSize(k.dim(k.rank() - 2), syms);
+    int64_t perKey = addSat(mulSat(dimSize(q.dim(q.rank() - 1), syms), 2),
+                            addSat(mulSat(out / std::max<int64_t>(1, rows), 2), 5));
+    c.flops = mulSat(mulSat(rows, keys), perKey);
     break;
   }
   case OpKind::Softmax:

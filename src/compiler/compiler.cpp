@@ -148,6 +148,10 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   for (const auto& f : module->funcs())
     if (!kernelNames.count(f->name())) p.entries.push_back(f->name());
   bool schedule = needsSchedule(*module, p.entries);
+  if (schedule && opts.recognizeAttention) {
+    KILN_CHECK(createShapeInferPass()->run(*module));
+    KILN_CHECK(createAttentionPass()->run(*module));
+  }
   bool placed =
       schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
                    po.stages || po.affinity || mentionsDevices(*module));

@@ -51,6 +51,9 @@ struct CompileOptions {
   // --donate specs, `[@FUNC:]ARG[:RESULT]` (analysis/donation_specs.h): arguments whose storage
   // their result is written into, in addition to the `donate` the module's text declares.
   std::vector<std::string> donate;
+  // Run the `attention` pass (passes/attention.cpp) before placement: softmax(Q.K^T).V
+  // chains become attention ops (kiln compile --no-attention turns it off).
+  bool recognizeAttention = true;
 };
 
 // The device a module runs on when nothing names one: cpu[0] when this build has the CPU

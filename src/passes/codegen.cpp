@@ -47,6 +47,7 @@ bool lowerSupports(const Op& op) {
   case OpKind::ReduceMin:
   case OpKind::ReduceProd:
   case OpKind::Matmul:
+  case OpKind::Attention:
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::Concat:
@@ -117,6 +118,15 @@ KernelShape analyzeKernel(const Func& k) {
   s.outShape = ret->operand(0)->type().shape();
   for (const Value* v : ret->operands())
     if (v->type().shape() != s.outShape || v->type().hasUnknownDims()) return s;
+  for (const auto& op : k.ops())
+    if (op->kind() == OpKind::Attention) {
+      // Its operands' producers fold into its loads; nothing may follow it.
+      if (ret->numOperands() != 1 || ret->operand(0) != op->result(0)) return s;
+      s.strategy = Strategy::Attention;
+      s.anchor = op.get();
+      s.aElem = s.bElem = op->operand(0)->type().elem();
+      return s;
+    }
   s.strategy = Strategy::Pointwise;
   for (const auto& op : k.ops()) {
     bool red = op->has(kReduction) || op->kind() == OpKind::Softmax ||

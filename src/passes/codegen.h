@@ -46,6 +46,7 @@ enum class Strategy {
   Host,      // not lowered: some op is not supported
   Pointwise, // computed one output element at a time (reductions loop per element)
   Matmul,    // a matmul anchor with a pointwise epilogue (tiled over the matmul's output)
+  Attention, // an attention anchor whose result is the kernel's one output
 };
 
 // The work of a tensor-level kernel: its strategy, the anchor op (a matmul for Matmul), and

@@ -135,7 +135,8 @@ private:
   // Tries the pairs from the innermost out; applies the first legal one.
   bool collapseOnce(Module& m, Func& f, Op*& d, Func& k, const TargetDesc& t) {
     KernelShape s = analyzeKernel(k);
-    if (s.strategy == Strategy::Host || !simpleKernel(k, s)) return false;
+    if (s.strategy == Strategy::Host || s.strategy == Strategy::Attention || !simpleKernel(k, s))
+      return false;
     const LowerStrategy* strategy = matchStrategy({*d, k, s}, t);
     if (!strategy) return false;
     auto rs = roles(k, s);

@@ -218,6 +218,8 @@ private:
         if (hasContraction(g)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
+      // The attention strategy stores the op's result itself: no epilogue.
+      if (op.kind() == OpKind::Attention) return false;
       // The group's outputs must span the anchor's iteration space.
       const Type& t = op.result(0)->type();
       for (size_t i : groups_[static_cast<size_t>(g)])

@@ -39,6 +39,7 @@ const std::vector<LowerStrategy>& lowerStrategies() {
   static const std::vector<LowerStrategy> table = {
       // name, match, search space, whether tile records the plan on the dispatch
       {"scatter-in-place", matchScatter, scatterPlans, false},
+      {"attention", matchAttention, attentionPlans, true},
       {"matmul-cpu", matchCpuMatmul, cpuMatmulPlans, true},
       {"matmul-gpu", matchGpuMatmul, gpuMatmulPlans, true},
       {"rows", matchRows, rowsPlans, true},

@@ -37,6 +37,11 @@ const std::vector<PassInfo>& registeredPasses() {
          "one transfer per remaining cross-device edge",
          {},
          plain(createAffinityPass)},
+        {"attention",
+         "rewrite softmax(scale * Q.K^T + mask) . V chains into attention ops (causal masks "
+         "become the causal flag, grouped kv heads are read in place)",
+         {},
+         plain(createAttentionPass)},
         {"canonicalize",
          "fold small constants and apply exact algebraic identities",
          {},

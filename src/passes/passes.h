@@ -19,6 +19,7 @@ class PassManager;
 std::unique_ptr<Pass> createAffinityPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createCsePass();
+std::unique_ptr<Pass> createAttentionPass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
 // The codegen passes, in pipeline order (codegen.h: CodegenOptions).

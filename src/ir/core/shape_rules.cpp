@@ -308,6 +308,47 @@ Types matmul(const Ctx& c) {
   return one(Type(a.elem(), std::move(s)));
 }
 
+// q: B.. x Hq x Sq x D, k: B.. x Hkv x Sk x D, v: B.. x Hkv x Sk x Dv, optional mask
+// broadcasting to B.. x Hq x Sq x Sk -> B.. x Hq x Sq x Dv.
+Types attention(const Ctx& c) {
+  KILN_CHECK(c.sameElem(0, c.ops.size() - 1));
+  const Type &q = c.ops[0], &k = c.ops[1], &v = c.ops[2];
+  int64_t r = q.rank();
+  if (r < 3 || k.rank() != r || v.rank() != r)
+    return c.err("q, k and v must have one rank >= 3 (batch.., heads, sequence, head dim), got " +
+                 q.str() + ", " + k.str() + " and " + v.str());
+  for (int64_t d = 0; d < r - 3; ++d)
+    if (provablyDifferent(q.dim(d), k.dim(d), c.syms) ||
+        provablyDifferent(q.dim(d), v.dim(d), c.syms))
+      return c.err("batch dim " + std::to_string(d) + " differs between q " + q.str() + ", k " +
+                   k.str() + " and v " + v.str());
+  const Dim &hq = q.dim(r - 3), &hk = k.dim(r - 3);
+  if (provablyDifferent(hk, v.dim(r - 3), c.syms))
+    return c.err("k and v have different head counts: " + k.str() + " and " + v.str());
+  if (hq.isStatic() && hk.isStatic() ? hk.value() < 1 || hq.value() % hk.value() != 0 : !(hq == hk))
+    return c.err("the kv head count " + hk.str() + " must divide the query head count " + hq.str());
+  if (provablyDifferent(q.dim(r - 1), k.dim(r - 1), c.syms))
+    return c.err("q and k head dims " + q.dim(r - 1).str() + " and " + k.dim(r - 1).str() +
+                 " differ");
+  if (provablyDifferent(k.dim(r - 2), v.dim(r - 2), c.syms))
+    return c.err("k and v sequence lengths " + k.dim(r - 2).str() + " and " + v.dim(r - 2).str() +
+                 " differ");
+  Shape scores(q.shape().begin(), q.shape().end() - 1);
+  scores.push_back(k.dim(r - 2));
+  if (c.ops.size() == 4) {
+    std::optional<Shape> m = broadcastPair(scores, c.ops[3].shape(), c.syms);
+    if (!m || m->size() != scores.size() || !(*m == scores))
+      return c.err("the mask " + c.ops[3].str() + " does not broadcast to the scores " +
+                   Type(q.elem(), scores).str());
+  }
+  int64_t causal = c.attrs.getInt("causal");
+  if (causal != 0 && causal != 1)
+    return c.err("causal must be 0 or 1, got " + std::to_string(causal));
+  Shape out(q.shape().begin(), q.shape().end() - 1);
+  out.push_back(v.dim(r - 1));
+  return one(Type(q.elem(), std::move(out)));
+}
+
 // The window attributes of conv and the pools, with defaults for empty lists.
 struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
@@ -785,6 +826,7 @@ Types infer(const Ctx& c) {
   case OpKind::Softmax:
   case OpKind::LogSoftmax: return alongAxis(c);
   case OpKind::Matmul: return matmul(c);
+  case OpKind::Attention: return attention(c);
   case OpKind::Det: return det(c);
   case OpKind::GridSample: return gridSample(c);
   case OpKind::RoiAlign: return roiAlign(c);

@@ -39,6 +39,9 @@ PlanAttrs attrsOf(const Plan& p) {
                         [](const GpuReducePlan& q) {
                           return PlanAttrs{{q.rows, q.threads, q.subgroup}, {q.threads, q.rows, 1}};
                         },
+                        [](const AttentionPlan& q) {
+                          return PlanAttrs{{q.rows}, {q.threads, 1, 1}};
+                        },
                     },
                     p);
 }
@@ -46,8 +49,9 @@ PlanAttrs attrsOf(const Plan& p) {
 std::vector<int64_t> workgroupOf(const Plan& p) { return attrsOf(p).workgroup; }
 
 PlanAttrs planAttrsOf(const Op& d, const KernelShape& s) {
-  PlanAttrs a =
-      s.strategy == Strategy::Matmul ? attrsOf(GpuMatmulPlan{}) : attrsOf(PointwisePlan{});
+  PlanAttrs a = s.strategy == Strategy::Matmul      ? attrsOf(GpuMatmulPlan{})
+                : s.strategy == Strategy::Attention ? attrsOf(AttentionPlan{})
+                                                    : attrsOf(PointwisePlan{});
   if (d.attrs().has("tile")) a.tile = d.attrs().getInts("tile");
   if (d.attrs().has("workgroup")) a.workgroup = d.attrs().getInts("workgroup");
   return a;
@@ -82,7 +86,12 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
   if (std::optional<std::string> why = workgroupProblem(wg, t)) return why;
   int64_t threads = wg[0] * wg[1] * wg[2];
   Plan p;
-  if (s.strategy == Strategy::Pointwise && tile.size() == 2) {
+  if (s.strategy == Strategy::Attention) {
+    if (tile.size() != 1 || wg[1] != 1 || wg[2] != 1)
+      return "an attention kernel takes tile [rows] with workgroup [threads, 1, 1], got tile " +
+             listStr(tile) + " and workgroup " + listStr(wg);
+    p = AttentionPlan{tile[0], wg[0]};
+  } else if (s.strategy == Strategy::Pointwise && tile.size() == 2) {
     if (threads != 1)
       return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "
              "tile " +

@@ -8,6 +8,7 @@
 //   CpuMatmulPlan{48, 64, 256, 6, 16} tile = [48, 64, 256, 6, 16], workgroup = [1, 1, 1]
 //   ScatterPlan{64}                   tile = [],                  workgroup = [64, 1, 1]
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
+//   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,14 @@ struct GpuReducePlan {
   int64_t rows = 1, threads = 64, subgroup = 8;
 };
 
-using Plan =
-    std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan, GpuReducePlan>;
+// attention: each thread owns `rows` query rows of one (batch, head), `threads` threads per
+// workgroup.
+struct AttentionPlan {
+  int64_t rows = 1, threads = 64;
+};
+
+using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan,
+                          GpuReducePlan, AttentionPlan>;
 
 // A plan as the dispatch records it.
 struct PlanAttrs {

@@ -140,6 +140,14 @@ std::vector<SharedBuffer> gpuReduceSharedBuffers(const KernelShape& s, const Gpu
 bool gpuReduceExact(const KernelShape& s, const GpuReducePlan& p, const SymbolTable& syms,
                     const TargetDesc& t);
 
+// attention.cpp: an attention op as an online-softmax kernel (every target).
+bool matchAttention(const KernelRef& k, const TargetDesc& t);
+std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const AttentionPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const AttentionPlan& p);
+
 // The largest value an extent takes under the symbols' ranges (at least 1).
 int64_t upperBound(const Dim& d, const SymbolTable& syms);
 

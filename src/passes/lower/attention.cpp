@@ -1,0 +1,200 @@
+// Strategy `attention` (every target): an `attention` op (with the views and elementwise ops
+// fused into its operands) lowered to an online-softmax kernel, so its memory is linear in
+// the sequence length: no score matrix exists, each thread keeps the running max, sum and
+// output rows of its queries in private memory and streams the keys once.
+//
+// Matches:  a kernel whose one result is an `attention` with a static head dim
+//           (Strategy::Attention, codegen.cpp).
+// Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
+//           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
+//           a block reads stay in L1 across its rows); gpu: 64 threads, one row each.
+// Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
+//           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s), l = l*e^(m-m') +
+//           e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then out = acc / l. A key hidden
+//           by the causal flag or a -inf mask weighs 0; a row that sees no key gives NaN like the
+//           reference (0 / 0).
+//
+//   %o = attention %q, %k, %v {causal = 1}    =>   for j < min(Sk, last + Sk - Sq + 1):
+//     : tensor<1x4x{s}x8xf32>                        for i in block: online softmax update
+#include <algorithm>
+#include <cmath>
+
+#include "passes/lower/kernel_builder.h"
+#include "passes/lower/strategy.h"
+
+namespace kiln {
+
+namespace {
+
+int64_t cap(const TargetDesc& t) { return std::min<int64_t>(t.maxWorkgroupCount[0], 65535); }
+
+} // namespace
+
+bool matchAttention(const KernelRef& k, const TargetDesc&) {
+  if (k.shape.strategy != Strategy::Attention || !k.shape.anchor) return false;
+  const Type& v = k.shape.anchor->operand(2)->type();
+  const Type& q = k.shape.anchor->operand(0)->type();
+  return q.dim(q.rank() - 1).isStatic() && v.dim(v.rank() - 1).isStatic();
+}
+
+std::vector<Plan> attentionPlans(const KernelShape&, const TargetDesc& t, const SymbolTable&) {
+  if (t.cpu) return {AttentionPlan{8, 1}};
+  int64_t threads = std::min<int64_t>({64, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
+  return {AttentionPlan{1, threads}};
+}
+
+std::optional<std::string> strategyProblem(const KernelShape& s, const AttentionPlan& p,
+                                           const TargetDesc&, bool) {
+  if (s.strategy != Strategy::Attention)
+    return "tile " + listStr({p.rows}) + " is an attention kernel's, and the kernel has none";
+  if (p.rows < 1 || p.rows > 64 || p.threads < 1)
+    return "an attention kernel takes tile [rows] (1 to 64 query rows per thread) with "
+           "workgroup [threads, 1, 1], got tile " +
+           listStr({p.rows}) + " and workgroup " + listStr({p.threads, 1, 1});
+  return std::nullopt;
+}
+
+Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
+  const Op& att = *b.shape().anchor;
+  const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
+  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
+  const Shape &qs = qv->type().shape(), &ks = kv->type().shape(), &vs = vv->type().shape();
+  size_t r = qs.size();
+  int64_t D = qs[r - 1].value(), Dv = vs[r - 1].value();
+  const ElemType f = ElemType::F32;
+  double scale = att.attrs().getFloat("scale");
+  bool causal = att.attrs().getInt("causal") != 0;
+
+  // Prologue: extents, the grid (query blocks x batch-heads, folded under the grid cap).
+  Shape bh(qs.begin(), qs.begin() + static_cast<long>(r - 2)); // B.. x Hq
+  Value* heads = b.product(bh, 0, bh.size());
+  Value* Sq = b.dim(qs[r - 2]);
+  Value* Sk = b.dim(ks[r - 2]);
+  Value* group = b.idx(OpKind::IFloorDiv, b.dim(qs[r - 3]), b.dim(ks[r - 3]), b.prologue());
+  Value* blocks = b.idx(OpKind::ICeilDiv, Sq, b.cst(p.rows * p.threads), b.prologue());
+  Value* total = b.idx(OpKind::IMul, blocks, heads, b.prologue());
+  Value* gx = b.idx(OpKind::IMax, b.idx(OpKind::IMin, total, b.cst(cap(b.target())), b.prologue()),
+                    b.cst(1), b.prologue());
+  b.setGrid(0, gx);
+  b.setGrid(1, b.idx(OpKind::ICeilDiv, total, gx, b.prologue()));
+  Value* off = b.idx(OpKind::ISub, Sk, Sq, b.prologue()); // causal: query i sees j <= i + off
+
+  // This thread's rows [i0, iEnd) of batch-head `g / blocks` (empty past the end).
+  Value* wx = b.mk(b.body(), OpKind::WorkgroupId, {}, Type::index(), b.axisAttr(0));
+  Value* wy = b.mk(b.body(), OpKind::WorkgroupId, {}, Type::index(), b.axisAttr(1));
+  Value* lid = b.mk(b.body(), OpKind::LocalId, {}, Type::index(), b.axisAttr(0));
+  Value* g = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, wy, gx), wx);
+  Value* live = b.cmp("lt", g, total);
+  g = b.mk(b.body(), OpKind::SSelect, {live, g, b.cst(0)}, Type::index());
+  Value* head = b.idx(OpKind::IFloorDiv, g, blocks);
+  Value* blk = b.idx(OpKind::IMod, g, blocks);
+  Value* i0 =
+      b.idx(OpKind::IMul, b.idx(OpKind::IAdd, b.idx(OpKind::IMul, blk, b.cst(p.threads)), lid),
+            b.cst(p.rows));
+  Value* iEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, i0, b.cst(p.rows)), Sq);
+  iEnd = b.mk(b.body(), OpKind::SSelect, {live, iEnd, i0}, Type::index());
+  iEnd = b.idx(OpKind::IMax, iEnd, i0);
+  std::vector<Value*> hix = b.delinearize(head, bh); // B.. indices, then the query head
+  Value* h = hix.back();
+  std::vector<Value*> kvIx(hix.begin(), hix.end() - 1);
+  kvIx.push_back(b.idx(OpKind::IFloorDiv, h, group));
+
+  // Private state: the block's query rows, output rows, running max and sum.
+  auto priv = [&](std::vector<int64_t> dims) {
+    Shape s;
+    for (int64_t d : dims) s.push_back(Dim(d));
+    return b.mk(b.body(), OpKind::Alloc, {}, Type::buffer(f, s, MemSpace::Private));
+  };
+  Value* qBuf = priv({p.rows, D});
+  Value* acc = priv({p.rows, Dv});
+  Value* mBuf = priv({p.rows});
+  Value* lBuf = priv({p.rows});
+  Value* negInf = b.scst(f, -INFINITY);
+  Value* zero = b.scst(f, 0);
+  {
+    Value* i = b.beginFor(i0, iEnd, b.cst(1));
+    Value* ri = b.idx(OpKind::ISub, i, i0);
+    b.st(negInf, mBuf, {ri});
+    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1));
+    std::vector<Value*> ix = hix;
+    ix.push_back(i);
+    ix.push_back(d);
+    KILN_TRY(Value * x, b.emitAt(qv, ix));
+    b.st(b.castTo(x, f), qBuf, {ri, d});
+    b.endFor();
+    b.endFor();
+  }
+
+  // The keys the block sees: all, or up to its last row's causal limit.
+  Value* kEnd = Sk;
+  if (causal)
+    kEnd = b.idx(OpKind::IMax, b.idx(OpKind::IMin, Sk, b.idx(OpKind::IAdd, iEnd, off)), b.cst(0));
+  kEnd = b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", i0, iEnd), kEnd, b.cst(0)}, Type::index());
+  Value* j = b.beginFor(b.cst(0), kEnd, b.cst(1));
+  {
+    Value* i = b.beginFor(i0, iEnd, b.cst(1));
+    Value* ri = b.idx(OpKind::ISub, i, i0);
+    // s = scale * q_i . k_j (+ mask)
+    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1), {zero});
+    std::vector<Value*> kix = kvIx;
+    kix.push_back(j);
+    kix.push_back(d);
+    KILN_TRY(Value * kx, b.emitAt(kv, kix));
+    Value* prod = b.compute(OpKind::Mul, {b.ld(qBuf, {ri, d}), b.castTo(kx, f)}, f);
+    Value* dot = b.endFor({b.compute(OpKind::Add, {b.carried()[0], prod}, f)})[0];
+    Value* s = b.compute(OpKind::Mul, {dot, b.scst(f, scale)}, f);
+    if (mv) {
+      std::vector<Value*> six = hix;
+      six.push_back(i);
+      six.push_back(j);
+      KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
+      s = b.compute(OpKind::Add, {s, b.castTo(mx, f)}, f);
+    }
+    if (causal) {
+      Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, i, off));
+      s = b.compute(OpKind::Select, {hidden, negInf, s}, f);
+    }
+    // Online softmax: a -inf running max or score weighs 0 (never exp(-inf - -inf)).
+    Value* m = b.ld(mBuf, {ri});
+    Value* mNew = b.compute(OpKind::Max, {m, s}, f);
+    Value* alpha = b.compute(OpKind::Select,
+                             {b.compute(OpKind::Eq, {m, negInf}, ElemType::I1), zero,
+                              b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {m, mNew}, f)}, f)},
+                             f);
+    Value* pj = b.compute(OpKind::Select,
+                          {b.compute(OpKind::Eq, {s, negInf}, ElemType::I1), zero,
+                           b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {s, mNew}, f)}, f)},
+                          f);
+    b.st(mNew, mBuf, {ri});
+    b.st(b.compute(OpKind::Add, {b.compute(OpKind::Mul, {b.ld(lBuf, {ri}), alpha}, f), pj}, f),
+         lBuf, {ri});
+    Value* e = b.beginFor(b.cst(0), b.cst(Dv), b.cst(1));
+    std::vector<Value*> vix = kvIx;
+    vix.push_back(j);
+    vix.push_back(e);
+    KILN_TRY(Value * vx, b.emitAt(vv, vix));
+    Value* a = b.compute(OpKind::Mul, {b.ld(acc, {ri, e}), alpha}, f);
+    b.st(b.compute(OpKind::Add, {a, b.compute(OpKind::Mul, {pj, b.castTo(vx, f)}, f)}, f), acc,
+         {ri, e});
+    b.endFor();
+    b.endFor();
+  }
+  b.endFor();
+
+  // out = acc / l
+  ElemType oe = att.result()->type().elem();
+  Value* i = b.beginFor(i0, iEnd, b.cst(1));
+  Value* ri = b.idx(OpKind::ISub, i, i0);
+  Value* l = b.ld(lBuf, {ri});
+  Value* e = b.beginFor(b.cst(0), b.cst(Dv), b.cst(1));
+  std::vector<Value*> oix = hix;
+  oix.push_back(i);
+  oix.push_back(e);
+  Value* o = b.compute(OpKind::Div, {b.ld(acc, {ri, e}), l}, f);
+  b.st(b.castTo(o, oe), b.output(0), oix);
+  b.endFor();
+  b.endFor();
+  return ok();
+}
+
+} // namespace kiln
