@@ -3,8 +3,9 @@
 //
 // Requires:    shape-infer (types are compared exactly).
 // Guarantees:  every recognized chain is one `attention`; a mask that is provably causal
-//              (an additive triu(-inf) or a masked fill from a lower-triangular boolean
-//              table gathered at rows i + Sk - Sq and columns j) becomes `causal = 1` and
+//              (an additive triu(-inf), or a masked fill where iota(col) > iota(row) +
+//              Sk - Sq, or where a lower-triangular boolean table gathered at rows
+//              i + Sk - Sq and columns j is false) becomes `causal = 1` and
 //              no mask operand; grouped kv heads expanded by reshape/broadcast/reshape are
 //              read in place (no broadcast materialized).
 // Invalidates: the rounding of the scores (the chain's f32 intermediates become the
@@ -191,10 +192,38 @@ bool isLowerTriangular(const HostTensor& t) {
   return true;
 }
 
-// A condition that is true exactly where the causal mask hides a key: not(T[rows, cols])
-// with T lower-triangular, rows = range + (Sk - Sq), cols = range + 0.
+// When `v` (of rank 2) is iota along `axis` plus a scalar, that scalar.
+std::optional<SymExpr> iotaOffset(const Value* v, int64_t axis) {
+  if (Op* i = defOf(v, OpKind::Iota))
+    return i->attrs().getInt("axis") == axis ? std::optional(SymExpr::constant(0)) : std::nullopt;
+  Op* a = defOf(v, OpKind::Add);
+  if (!a || a->operand(0)->type() != v->type()) return std::nullopt;
+  std::optional<SymExpr> base = iotaOffset(a->operand(0), axis);
+  std::optional<SymExpr> off = symScalar(a->operand(1));
+  if (base && off) return *base + *off;
+  return std::nullopt;
+}
+
+// A comparison col > row + c (or row + c < col) of iotas over Sq x Sk: hides key j from
+// query i when j > i + c, which is causal when c = Sk - Sq.
+bool isCausalComparison(const Value* cond, const Scores& s) {
+  Op* c = cond->def();
+  if (!c || (c->kind() != OpKind::Gt && c->kind() != OpKind::Lt)) return false;
+  const Value* col = c->operand(c->kind() == OpKind::Gt ? 0 : 1);
+  const Value* row = c->operand(c->kind() == OpKind::Gt ? 1 : 0);
+  if (col->type().shape() != cond->type().shape() || row->type().shape() != cond->type().shape())
+    return false;
+  std::optional<SymExpr> colOff = iotaOffset(col, 1), rowOff = iotaOffset(row, 0);
+  return colOff && rowOff && *rowOff - *colOff == s.sk.expr() - s.sq.expr();
+}
+
+// A condition that is true exactly where the causal mask hides a key: an iota comparison,
+// or not(T[rows, cols]) with T lower-triangular, rows = range + (Sk - Sq), cols = range + 0.
 bool isCausalHidden(const Value* cond, const Scores& s, WeightStore& weights) {
   cond = stripLeading(cond);
+  if (cond->type().rank() == 2 && cond->type().dim(0) == s.sq && cond->type().dim(1) == s.sk &&
+      isCausalComparison(cond, s))
+    return true;
   Op* n = defOf(cond, OpKind::Not);
   if (!n || cond->type().rank() != 2) return false;
   const Value* g = n->operand(0);

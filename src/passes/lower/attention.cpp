@@ -99,28 +99,38 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   std::vector<Value*> kvIx(hix.begin(), hix.end() - 1);
   kvIx.push_back(b.idx(OpKind::IFloorDiv, h, group));
 
-  // Private state: the block's query rows, output rows, running max and sum.
+  // Private state, rows innermost so that the per-row updates are vector operations on
+  // cpu: q transposed [D, R], the output rows transposed [Dv, R], and per row the running
+  // max and sum, this key's score, rescale factor and weight. Rows past iEnd compute on a
+  // clamped copy of the last row and are never stored.
   auto priv = [&](std::vector<int64_t> dims) {
     Shape s;
     for (int64_t d : dims) s.push_back(Dim(d));
     return b.mk(b.body(), OpKind::Alloc, {}, Type::buffer(f, s, MemSpace::Private));
   };
-  Value* qBuf = priv({p.rows, D});
-  Value* acc = priv({p.rows, Dv});
-  Value* mBuf = priv({p.rows});
-  Value* lBuf = priv({p.rows});
+  int64_t R = p.rows;
+  Value* qT = priv({D, R});
+  Value* accT = priv({Dv, R});
+  Value* mBuf = priv({R});
+  Value* lBuf = priv({R});
+  Value* sBuf = priv({R});
+  Value* aBuf = priv({R});
+  Value* pBuf = priv({R});
   Value* negInf = b.scst(f, -INFINITY);
   Value* zero = b.scst(f, 0);
+  Value* lastRow = b.idx(OpKind::ISub, Sq, b.cst(1), b.prologue());
+  auto rowOf = [&](Value* r) { return b.idx(OpKind::IAdd, i0, r); };
+  auto loadRow = [&](Value* r) { return b.idx(OpKind::IMin, rowOf(r), lastRow); };
   {
-    Value* i = b.beginFor(i0, iEnd, b.cst(1));
-    Value* ri = b.idx(OpKind::ISub, i, i0);
-    b.st(negInf, mBuf, {ri});
+    Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    b.st(negInf, mBuf, {r});
+    Value* il = loadRow(r);
     Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1));
     std::vector<Value*> ix = hix;
-    ix.push_back(i);
+    ix.push_back(il);
     ix.push_back(d);
     KILN_TRY(Value * x, b.emitAt(qv, ix));
-    b.st(b.castTo(x, f), qBuf, {ri, d});
+    b.st(b.castTo(x, f), qT, {d, r});
     b.endFor();
     b.endFor();
   }
@@ -132,30 +142,39 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   kEnd = b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", i0, iEnd), kEnd, b.cst(0)}, Type::index());
   Value* j = b.beginFor(b.cst(0), kEnd, b.cst(1));
   {
-    Value* i = b.beginFor(i0, iEnd, b.cst(1));
-    Value* ri = b.idx(OpKind::ISub, i, i0);
-    // s = scale * q_i . k_j (+ mask)
-    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1), {zero});
+    // s_r = q_r . k_j for every row r: k_j's elements each scale the row vector.
+    Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    b.st(zero, sBuf, {r});
+    b.endFor();
+    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1));
     std::vector<Value*> kix = kvIx;
     kix.push_back(j);
     kix.push_back(d);
     KILN_TRY(Value * kx, b.emitAt(kv, kix));
-    Value* prod = b.compute(OpKind::Mul, {b.ld(qBuf, {ri, d}), b.castTo(kx, f)}, f);
-    Value* dot = b.endFor({b.compute(OpKind::Add, {b.carried()[0], prod}, f)})[0];
-    Value* s = b.compute(OpKind::Mul, {dot, b.scst(f, scale)}, f);
+    Value* kd = b.castTo(kx, f);
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    b.st(b.compute(OpKind::Add,
+                   {b.ld(sBuf, {r}), b.compute(OpKind::Mul, {b.ld(qT, {d, r}), kd}, f)}, f),
+         sBuf, {r});
+    b.endFor();
+    b.endFor();
+
+    // The online-softmax update of each row; a -inf running max or score weighs 0 (never
+    // exp(-inf - -inf)).
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    Value* s = b.compute(OpKind::Mul, {b.ld(sBuf, {r}), b.scst(f, scale)}, f);
     if (mv) {
       std::vector<Value*> six = hix;
-      six.push_back(i);
+      six.push_back(loadRow(r));
       six.push_back(j);
       KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
       s = b.compute(OpKind::Add, {s, b.castTo(mx, f)}, f);
     }
     if (causal) {
-      Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, i, off));
+      Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(r), off));
       s = b.compute(OpKind::Select, {hidden, negInf, s}, f);
     }
-    // Online softmax: a -inf running max or score weighs 0 (never exp(-inf - -inf)).
-    Value* m = b.ld(mBuf, {ri});
+    Value* m = b.ld(mBuf, {r});
     Value* mNew = b.compute(OpKind::Max, {m, s}, f);
     Value* alpha = b.compute(OpKind::Select,
                              {b.compute(OpKind::Eq, {m, negInf}, ElemType::I1), zero,
@@ -165,23 +184,30 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
                           {b.compute(OpKind::Eq, {s, negInf}, ElemType::I1), zero,
                            b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {s, mNew}, f)}, f)},
                           f);
-    b.st(mNew, mBuf, {ri});
-    b.st(b.compute(OpKind::Add, {b.compute(OpKind::Mul, {b.ld(lBuf, {ri}), alpha}, f), pj}, f),
-         lBuf, {ri});
+    b.st(mNew, mBuf, {r});
+    b.st(b.compute(OpKind::Add, {b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f), pj}, f), lBuf,
+         {r});
+    b.st(alpha, aBuf, {r});
+    b.st(pj, pBuf, {r});
+    b.endFor();
+
+    // acc_r = acc_r * alpha_r + p_r * v_j
     Value* e = b.beginFor(b.cst(0), b.cst(Dv), b.cst(1));
     std::vector<Value*> vix = kvIx;
     vix.push_back(j);
     vix.push_back(e);
     KILN_TRY(Value * vx, b.emitAt(vv, vix));
-    Value* a = b.compute(OpKind::Mul, {b.ld(acc, {ri, e}), alpha}, f);
-    b.st(b.compute(OpKind::Add, {a, b.compute(OpKind::Mul, {pj, b.castTo(vx, f)}, f)}, f), acc,
-         {ri, e});
+    Value* ve = b.castTo(vx, f);
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    Value* a = b.compute(OpKind::Mul, {b.ld(accT, {e, r}), b.ld(aBuf, {r})}, f);
+    b.st(b.compute(OpKind::Add, {a, b.compute(OpKind::Mul, {b.ld(pBuf, {r}), ve}, f)}, f), accT,
+         {e, r});
     b.endFor();
     b.endFor();
   }
   b.endFor();
 
-  // out = acc / l
+  // out = acc / l for the block's real rows.
   ElemType oe = att.result()->type().elem();
   Value* i = b.beginFor(i0, iEnd, b.cst(1));
   Value* ri = b.idx(OpKind::ISub, i, i0);
@@ -190,7 +216,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   std::vector<Value*> oix = hix;
   oix.push_back(i);
   oix.push_back(e);
-  Value* o = b.compute(OpKind::Div, {b.ld(acc, {ri, e}), l}, f);
+  Value* o = b.compute(OpKind::Div, {b.ld(accT, {e, ri}), l}, f);
   b.st(b.castTo(o, oe), b.output(0), oix);
   b.endFor();
   b.endFor();
