@@ -336,6 +336,7 @@ private:
     case OpKind::ArgMin: return buildArg(kind, info);
     case OpKind::Cumsum: return buildCumsum(info);
     case OpKind::Matmul: return buildMatmul(info);
+    case OpKind::Attention: return buildAttention(info);
     case OpKind::Conv: return buildConv(info);
     case OpKind::MaxPool:
     case OpKind::AvgPool: return buildPool(kind, info);
@@ -582,6 +583,45 @@ private:
     else
       attrs.set("count_include_pad", int64_t{rng_.range(0, 1)});
     return push(make1(kind, {x}, std::move(attrs)));
+  }
+
+  // q from the program (its batch dims, heads and head dim static; the query length may be
+  // symbolic), k and v constants with kv heads dividing the query heads, a mask over the
+  // keys or none, causal or not: the attention strategy's grouped heads, causal offsets
+  // of both signs and masked rows.
+  bool buildAttention(const OpInfo& info) {
+    Value* q = pick([&](const Value* v) {
+      const Type& t = v->type();
+      if (!elemFits(info, t.elem()) || t.rank() < 3 || t.rank() > 4) return false;
+      for (int64_t d = 0; d < t.rank(); ++d)
+        if (d != t.rank() - 2 && !t.dim(d).isStatic()) return false;
+      return true;
+    });
+    if (!q) return false;
+    ElemType e = q->type().elem();
+    const Shape& s = q->type().shape();
+    size_t r = s.size();
+    int64_t hq = s[r - 3].value();
+    int64_t hk = hq;
+    for (int64_t g = rng_.range(1, 4); g >= 1; --g)
+      if (hq % g == 0) {
+        hk = hq / g;
+        break;
+      }
+    int64_t sk = rng_.range(1, 6), dv = rng_.range(1, 4);
+    std::vector<int64_t> kShape, vShape;
+    for (size_t d = 0; d + 3 < r; ++d) kShape.push_back(s[d].value());
+    kShape.push_back(hk);
+    kShape.push_back(sk);
+    vShape = kShape;
+    kShape.push_back(s[r - 1].value());
+    vShape.push_back(dv);
+    std::vector<Value*> ops{q, constant(e, kShape), constant(e, vShape)};
+    if (rng_.chance(40)) ops.push_back(constant(e, {rng_.chance(50) ? sk : 1}));
+    Attrs attrs;
+    attrs.set("scale", rng_.chance(50) ? 1.0 : 0.35);
+    attrs.set("causal", int64_t{rng_.range(0, 1)});
+    return push(make1(OpKind::Attention, ops, std::move(attrs)));
   }
 
   bool buildSoftmax(OpKind kind, const OpInfo& info) {
