@@ -69,6 +69,9 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds one kiln command may take before it counts as failed (default 1800)")
     p.add_argument("--no-check", action="store_true", help="skip the numerical check (one kiln run each)")
+    p.add_argument("--no-attention", action="store_true",
+                   help="give kiln --no-attention: the decoder's softmax(QK^T)V chain stays a "
+                   "matmul/softmax/matmul chain instead of one attention op (docs/attention.md)")
     p.add_argument("--keep", metavar="DIR", help="write the workloads to DIR and keep them")
     a = p.parse_args()
     if a.threads < 1:
@@ -232,6 +235,8 @@ def kiln_cmd(command, kir, inputs):
     cmd = [ARGS.kiln, command, kir, f"--device={ARGS.device}"] + [f"--input=@{i}" for i in inputs]
     if ARGS.device.split("[")[0] == "cpu":
         cmd.append(f"--cpu-threads={ARGS.threads}")
+    if ARGS.no_attention:
+        cmd.append("--no-attention")
     return cmd
 
 
