@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "ir/core/builder.h"
 #include "ir/text/printer.h"
@@ -114,6 +115,9 @@ private:
   Func* func_ = nullptr;
   std::optional<Builder> builder_;
   std::vector<Value*> pool_;
+  // Values computed through an attention (exp and sums in f32 on cpu and GPUs, in f64 by
+  // the reference): see make().
+  std::set<const Value*> inexact_;
   SymbolBinding maxBinding_;
   std::vector<std::string> literals_;
 
@@ -262,15 +266,47 @@ private:
     });
   }
 
-  // Creates the op; null when the shape rules reject it or a result is too big.
+  // An op whose result jumps where a float operand crosses a step (floor, a comparison, a
+  // cast to an integer, an index of the largest element, ...).
+  static bool discontinuous(OpKind kind, const Attrs& attrs) {
+    switch (kind) {
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Sign:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+    case OpKind::Mod:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+    case OpKind::TopK: return true;
+    case OpKind::Cast: return !isFloat(attrs.getType("to"));
+    default: return false;
+    }
+  }
+
+  // Creates the op; null when the shape rules reject it or a result is too big, or when it
+  // is discontinuous in a value that compiled code rounds differently from the reference
+  // (`inexact_`): where the two roundings straddle a step, the results would differ by a
+  // whole step, which no tolerance can tell from a bug.
   Op* make(OpKind kind, const std::vector<Value*>& operands, Attrs attrs = {},
            std::vector<Type> types = {}) {
-    for (Value* v : operands)
+    bool inexact = kind == OpKind::Attention;
+    for (Value* v : operands) {
       if (!v) return nullptr;
+      inexact = inexact || inexact_.count(v) > 0;
+    }
+    if (inexact && discontinuous(kind, attrs)) return nullptr;
     auto op = builder_->create(kind, operands, std::move(attrs), std::move(types));
     if (!op.ok()) return nullptr;
     for (size_t i = 0; i < (*op)->numResults(); ++i)
       if (!small((*op)->result(i)->type())) return nullptr;
+    if (inexact)
+      for (size_t i = 0; i < (*op)->numResults(); ++i) inexact_.insert((*op)->result(i));
     return *op;
   }
 

@@ -7,7 +7,7 @@
 //           (Strategy::Attention, codegen.cpp).
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
 //           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
-//           a block reads stay in L1 across its rows); gpu: 64 threads, one row each.
+//           a block reads stay in L1 across its rows; fewer when the queries are fewer); gpu: 64 threads, one row each.
 // Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
 //           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s), l = l*e^(m-m') +
 //           e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then out = acc / l. A key hidden
@@ -37,8 +37,12 @@ bool matchAttention(const KernelRef& k, const TargetDesc&) {
   return q.dim(q.rank() - 1).isStatic() && v.dim(v.rank() - 1).isStatic();
 }
 
-std::vector<Plan> attentionPlans(const KernelShape&, const TargetDesc& t, const SymbolTable&) {
-  if (t.cpu) return {AttentionPlan{8, 1}};
+std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
+                                 const SymbolTable& syms) {
+  // cpu: 8 rows, or fewer when the queries are fewer (a decode step has one: rows past
+  // the end would be computed for nothing).
+  const Type& q = s.anchor->operand(0)->type();
+  if (t.cpu) return {AttentionPlan{std::min<int64_t>(8, upperBound(q.dim(q.rank() - 2), syms)), 1}};
   int64_t threads = std::min<int64_t>({64, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
   return {AttentionPlan{1, threads}};
 }
