@@ -260,7 +260,12 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
                          static_cast<int64_t>(co.cache->corrupt()));
   }
   if (output != CpuOutput::Executable) {
-    for (const std::string& c : code) out.text += c;
+    // One module per distinct kernel, each headed by a comment naming it.
+    const char* comment = output == CpuOutput::LlvmIr ? ";" : "#";
+    for (size_t i = 0; i < code.size(); ++i)
+      out.text += std::string(comment) + " ----- kernel " + std::to_string(i) + " (@" +
+                  kernels[groups[i].first]->name() + "): " + groups[i].symbol + " -----\n" +
+                  code[i];
     return out;
   }
   if (kernels.empty()) return out;
