@@ -105,8 +105,7 @@ namespace {
 // and whether its buffers may alias. `first` is the one that is compiled.
 struct KernelGroup {
   size_t first = 0;
-  std::string identity; // what decides the code, beside the target
-  std::string symbol;   // the entry point every member's launches call
+  std::string symbol; // the entry point every member's launches call
 };
 
 std::string symbolsText(const SymbolTable& syms) {
@@ -209,7 +208,7 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
       auto [it, fresh] = byIdentity.emplace(identity, groups.size());
       if (fresh) {
         KernelKey content = kernelKey({identity});
-        groups.push_back({i, std::move(identity), "kiln_cpu_kernel_" + content.hex()});
+        groups.push_back({i, "kiln_cpu_kernel_" + content.hex()});
         // The cache key adds what else decides the code: the machine, the vector width, LLVM
         // and this build of kiln.
         keys.push_back(kernelKey({content.hex(), kernelCacheBuildId(), LLVM_VERSION_STRING,
