@@ -161,7 +161,9 @@ int runCompile(const std::vector<std::string>& args) {
     return ok();
   };
 
-  std::optional<ScopedPhase> importing(std::in_place, &timer, "import");
+  const std::string& input = a.positional[0];
+  std::optional<ScopedPhase> importing(
+      std::in_place, &timer, input.ends_with(".onnx") ? "import (ONNX)" : "import (text)");
   auto module = loadInputModule(a.positional[0]);
   importing.reset();
   if (!module.ok()) return fail(module.diags());
