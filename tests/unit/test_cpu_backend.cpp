@@ -3,6 +3,7 @@
 // interpreter; target resolution and the features a level needs.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 
 #include "analysis/kernel_grid.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/llvm/machine.h"
+#include "backends/parallel.h"
 #include "ir/interp/interp.h"
 #include "ir/text/parser.h"
 #include "ir/text/printer.h"
@@ -943,4 +946,22 @@ TEST_CASE("cpu: a kernel that fails on a worker thread is an error value, for an
     REQUIRE_FALSE(c.ok());
     CHECK(c.diags().str().find("runs subgroups of one thread") != std::string::npos);
   }
+}
+
+TEST_CASE("cpu: an LLVM fatal error on a compile thread is reported, and the process goes on") {
+  CHECK(llvmgen::runRecoverably([] {}));
+  auto r = parallelFor<int>(3, 3, [](size_t i) -> Result<int> {
+    bool ran = llvmgen::runRecoverably([i] {
+      if (i == 1) llvm::report_fatal_error("a fatal error of the test");
+    });
+    if (!ran) return error(Loc::named("task"), "recovered");
+    return static_cast<int>(i);
+  });
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].ok());
+  CHECK_FALSE(r[1].ok());
+  CHECK(r[2].ok());
+  // LLVM still works afterwards.
+  CpuRun run(kSeveralKernels, "cpu:x86-64-v3");
+  CHECK(run.payload.kernels.size() == 5);
 }

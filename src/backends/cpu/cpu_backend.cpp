@@ -134,23 +134,19 @@ double msSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// One group's code, in a context of its own (this runs on a worker thread).
-Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelGroup& g,
-                                   bool aliasing, const CpuTargetSpec& spec, unsigned vectorBits,
-                                   CpuOutput output, const CpuCompileOptions& co,
-                                   const KernelKey& key) {
-  CompiledGroup out;
-  bool useCache = output == CpuOutput::Executable && co.cache && co.cache->enabled();
-  if (useCache)
-    if (std::optional<std::string> hit = co.cache->load(key)) {
-      out.code = std::move(*hit);
-      out.cached = true;
-      return out;
-    }
+struct LlvmCode {
+  std::string code; // object, LLVM IR or assembly
+  double optimizeMs = 0, codegenMs = 0;
+};
+
+// One kernel's code, in an LLVMContext of its own.
+Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::string& symbol,
+                                 bool aliasing, const CpuTargetSpec& spec, unsigned vectorBits,
+                                 CpuOutput output) {
+  LlvmCode out;
   llvm::LLVMContext ctx;
   llvm::Module lm("kiln-kernel", ctx);
-  KILN_TRY(llvmgen::EmittedKernel e,
-           llvmgen::emitCpuKernel(lm, k, m.symbols(), g.symbol, aliasing));
+  KILN_TRY(llvmgen::EmittedKernel e, llvmgen::emitCpuKernel(lm, k, m.symbols(), symbol, aliasing));
   // The code reads KilnCpuArgs::symbols[i] as its i-th symbol op's value: the push order.
   std::vector<std::string> push = pushConstantSymbols(k);
   if (e.symbols.size() > push.size() ||
@@ -164,7 +160,7 @@ Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelG
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
   auto begin = std::chrono::steady_clock::now();
   KILN_CHECK(llvmgen::optimizeModule(lm, *tm, "<cpu backend>"));
-  double optimizeMs = msSince(begin);
+  out.optimizeMs = msSince(begin);
   begin = std::chrono::steady_clock::now();
   if (output == CpuOutput::LlvmIr) {
     out.code = llvmgen::printLlvmModule(lm);
@@ -172,9 +168,36 @@ Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelG
     KILN_TRY(out.code, llvmgen::emitAssembly(lm, *tm));
   } else {
     KILN_TRY(out.code, llvmgen::emitObject(lm, *tm));
-    if (useCache) co.cache->store(key, out.code);
   }
-  if (co.timer) co.timer->addKernel(k.name(), optimizeMs, msSince(begin));
+  out.codegenMs = msSince(begin);
+  return out;
+}
+
+// One group's code: from the cache, else compiled (this runs on a worker thread). A fatal
+// error or crash inside LLVM is an error of this kernel, never the end of the process.
+Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelGroup& g,
+                                   bool aliasing, const CpuTargetSpec& spec, unsigned vectorBits,
+                                   CpuOutput output, const CpuCompileOptions& co,
+                                   const KernelKey& key) {
+  CompiledGroup out;
+  bool useCache = output == CpuOutput::Executable && co.cache && co.cache->enabled();
+  if (useCache)
+    if (std::optional<std::string> hit = co.cache->load(key)) {
+      out.code = std::move(*hit);
+      out.cached = true;
+      return out;
+    }
+  std::optional<Result<LlvmCode>> compiled;
+  if (!llvmgen::runRecoverably([&] {
+        compiled.emplace(compileWithLlvm(m, k, g.symbol, aliasing, spec, vectorBits, output));
+      }))
+    return error(k.loc(), "internal error: LLVM failed (a fatal error or a crash) while compiling "
+                          "kernel @" +
+                              k.name() + "; the compile stops here");
+  KILN_TRY(LlvmCode code, std::move(*compiled));
+  if (useCache) co.cache->store(key, code.code);
+  if (co.timer) co.timer->addKernel(k.name(), code.optimizeMs, code.codegenMs);
+  out.code = std::move(code.code);
   return out;
 }
 
