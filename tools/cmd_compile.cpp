@@ -1,5 +1,7 @@
 // `kiln compile`: a source model to a .kmod module file (or the IR of one stage).
+#include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "analysis/donation_specs.h"
 #include "cli.h"
@@ -7,6 +9,7 @@
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/placement_report.h"
+#include "progress.h"
 #include "runtime/module_format.h"
 #include "target/tile_config.h"
 
@@ -52,6 +55,15 @@ kiln dump).
                         `attention` pass makes them one attention op; docs/attention.md)
   --external-weights    reference the weight files (absolute paths) instead of embedding
                         the weights in the module
+  --jobs=N              compile up to N kernels at once (default: the hardware's threads);
+                        the module is byte-identical for any N
+  --no-cache            neither read nor write the kernel cache ($KILN_CACHE_DIR, else
+                        $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; docs/cli.md)
+  --time-passes         print the time of every phase (import, each pass, placement,
+                        schedule, kernel deduplication, LLVM, linking, writing) with kernel
+                        counts and cache hits to stderr
+  --progress            show the progress line (phase, kernels done of total) even when
+                        stderr is not a terminal; on a terminal it appears by itself after 2 s
   -h, --help            show this help
 )";
 
@@ -65,6 +77,10 @@ int runCompile(const std::vector<std::string>& args) {
       {"no-attention", false, false, ""},
       {"target", true, true, ""},
       {"tile-config", true, false, ""},
+      {"jobs", true, false, "j"},
+      {"no-cache", false, false, ""},
+      {"time-passes", false, false, ""},
+      {"progress", false, false, ""},
   });
   auto parsed = parseArgs(args, specs, "compile");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -107,6 +123,22 @@ int runCompile(const std::vector<std::string>& args) {
     auto id = checkDevice(opts.placement.devices.devices[0]);
     if (!id.ok()) return fail(id.diags());
   }
+  if (a.has("jobs")) {
+    const std::string v = a.get("jobs");
+    if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(v) < 1 || std::stoi(v) > 1024)
+      return fail(
+          error(Loc::named("--jobs"), "expected a thread count from 1 to 1024, got '" + v + "'"));
+    opts.jobs = static_cast<unsigned>(std::stoi(v));
+  }
+  if (!a.has("no-cache")) opts.cache.dir = defaultKernelCacheDir();
+  CompileTimer timer;
+  ProgressLine progress(a.has("progress"));
+  if (progress.enabled())
+    timer.setProgress([&](const std::string& phase, size_t done, size_t total) {
+      progress.update(phase, done, total);
+    });
+  opts.timer = &timer;
   opts.embedWeights = !a.has("external-weights");
   opts.donate = a.all("donate");
   opts.recognizeAttention = !a.has("no-attention");
@@ -134,7 +166,11 @@ int runCompile(const std::vector<std::string>& args) {
     return ok();
   };
 
+  const std::string& input = a.positional[0];
+  std::optional<ScopedPhase> importing(
+      std::in_place, &timer, input.ends_with(".onnx") ? "import (ONNX)" : "import (text)");
   auto module = loadInputModule(a.positional[0]);
+  importing.reset();
   if (!module.ok()) return fail(module.diags());
   if (Status d = applyDonations(**module, opts.donate); !d.ok()) return fail(d.diags());
   std::string text;
@@ -152,6 +188,7 @@ int runCompile(const std::vector<std::string>& args) {
     text = kernelReport(**module, codegen->target);
   } else {
     auto program = compileProgram(module.take(), opts);
+    progress.finish();
     if (!program.ok()) return fail(program.diags());
     if (emit == "llvm" || emit == "asm" || emit == "spirv") {
       std::string want = emit == "spirv" ? "vulkan" : "cpu";
@@ -170,11 +207,19 @@ int runCompile(const std::vector<std::string>& args) {
     } else {
       std::cout << side;
       if (!a.has("output")) return 0;
-      Status s = writeProgramFile(a.get("output"), *program);
+      Status s = ok();
+      {
+        ScopedPhase writing(&timer, "write module");
+        s = writeProgramFile(a.get("output"), *program);
+      }
+      progress.finish();
+      if (s.ok() && a.has("time-passes")) std::cerr << timer.table();
       return s.ok() ? 0 : fail(s.diags());
     }
   }
   std::cout << side;
+  progress.finish();
+  if (a.has("time-passes")) std::cerr << timer.table();
   if (!a.has("output")) {
     std::cout << text;
     return 0;

@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/kernel_cache.h"
 #include "ir/core/device.h"
 #include "ir/core/ir.h"
+#include "passes/compile_timer.h"
 #include "passes/pass_manager.h"
 #include "target/tile_config.h"
 
@@ -31,6 +33,12 @@ struct BackendOptions {
   // executable may then be empty); others ignore it.
   std::string textKind;
   std::string* text = nullptr;
+  // Phases, counts and kernel progress of serialize() (kiln compile --time-passes, --progress).
+  CompileTimer* timer = nullptr;
+  // Threads that compile kernels at once (0: the hardware's); the payload is the same for any.
+  unsigned jobs = 0;
+  // Compiled kernels kept across compiles (null or disabled: none).
+  KernelCache* cache = nullptr;
 };
 
 class TargetBackend {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "analysis/donation.h"
@@ -117,9 +118,13 @@ Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) 
 
 // Runs each backend's codegen pipeline over the ops of its devices (every op when the module
 // was not placed: then it all runs on the one device of the one group).
-Status runCodegen(Module& m, const std::vector<BackendGroup>& groups, bool placed) {
+Status runCodegen(Module& m, const std::vector<BackendGroup>& groups, bool placed,
+                  CompileTimer* timer) {
   for (const BackendGroup& g : groups) {
-    PassManager pm;
+    ScopedPhase phase(timer, "codegen " + g.backend->name());
+    PassManagerOptions pmo;
+    pmo.timer = timer;
+    PassManager pm(pmo);
     KILN_CHECK(g.backend->addCodegenPasses(pm, g.options,
                                            placed ? g.devices : std::vector<DeviceTarget>{}));
     KILN_CHECK(pm.run(m, std::cerr));
@@ -141,8 +146,12 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_TRY(hal::DeviceId id, hal::parseDeviceId(po.devices.devices[i], Loc::named("device")));
     if (i == 0) defaultDevice = id.str();
   }
+  CompileTimer* timer = opts.timer;
   KILN_CHECK(applyDonations(*module, opts.donate));
-  KILN_CHECK(verifyModule(*module));
+  {
+    ScopedPhase phase(timer, "verify input");
+    KILN_CHECK(verifyModule(*module));
+  }
   Program p;
   std::set<std::string> kernelNames = kernelFunctions(*module);
   for (const auto& f : module->funcs())
@@ -155,6 +164,8 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   bool placed =
       schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
                    po.stages || po.affinity || mentionsDevices(*module));
+  std::optional<ScopedPhase> placing;
+  placing.emplace(timer, placed ? "placement" : "shape-infer");
   if (placed) {
     PlacementOptions withAffinity = po;
     withAffinity.affinity = true;
@@ -171,6 +182,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   // Every donation can be written in place (fuse and schedule rely on it).
   if (schedule)
     for (const std::string& e : p.entries) KILN_CHECK(analyzeDonations(*module->lookupFunc(e)));
+  placing.reset();
 
   // The backends of the devices the ops run on, in order of first use.
   std::vector<BackendGroup> groups;
@@ -183,12 +195,18 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   if (groups.empty()) KILN_CHECK(addDevice(groups, fallback));
   KILN_CHECK(chooseTargets(groups, opts));
   // A module that is already a schedule keeps its kernels as they are.
-  if (schedule) KILN_CHECK(runCodegen(*module, groups, placed));
+  if (schedule) KILN_CHECK(runCodegen(*module, groups, placed, timer));
 
-  ScheduleOptions so;
-  so.device = defaultDevice;
-  KILN_CHECK(createSchedulePass(so)->run(*module));
-  KILN_CHECK(verifyModule(*module));
+  {
+    ScopedPhase phase(timer, "schedule");
+    ScheduleOptions so;
+    so.device = defaultDevice;
+    KILN_CHECK(createSchedulePass(so)->run(*module));
+  }
+  {
+    ScopedPhase phase(timer, "verify schedule");
+    KILN_CHECK(verifyModule(*module));
+  }
 
   // Devices in order of first use; the kernels each backend's devices launch.
   std::map<const TargetBackend*, std::set<std::string>> launched;
@@ -206,9 +224,12 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     }
   if (order.empty()) order.push_back(groups.front().backend);
 
-  for (const std::string& e : p.entries) {
-    KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
-    p.stats.push_back(std::move(s));
+  {
+    ScopedPhase phase(timer, "memory analysis");
+    for (const std::string& e : p.entries) {
+      KILN_TRY(FunctionStats s, analyzeMemory(*module->lookupFunc(e), module->symbols()));
+      p.stats.push_back(std::move(s));
+    }
   }
   // Each backend's executable holds the kernels its devices launch (in module order); a
   // backend whose executables hold compiled code only (cpu) hands the kernels it could not
@@ -216,6 +237,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   std::map<const TargetBackend*, std::vector<const Func*>> kernelsOf;
   const TargetBackend* ref = lookupTargetBackend("ref");
   std::vector<const TargetBackend*> users = order;
+  KernelCache cache(opts.cache);
   for (const auto& f : module->funcs())
     for (const TargetBackend* b : users) {
       if (!launched[b].count(f->name())) continue;
@@ -231,12 +253,17 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     BackendOptions bo;
     for (const BackendGroup& g : groups)
       if (g.backend == b) bo = g.options;
+    bo.timer = timer;
+    bo.jobs = opts.jobs;
+    bo.cache = &cache;
+    ScopedPhase phase(timer, "executable " + b->name());
     KILN_TRY(
         std::string payload,
         b->serialize(*module, it == kernelsOf.end() ? std::vector<const Func*>{} : it->second, bo));
     p.executables.push_back({b->name(), std::move(payload)});
   }
 
+  ScopedPhase weights(timer, "weights");
   WeightStore store(*module);
   for (const auto& f : module->funcs())
     for (const auto& op : f->ops()) {

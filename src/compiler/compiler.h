@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/kernel_cache.h"
+#include "passes/compile_timer.h"
 #include "passes/placement.h"
 #include "runtime/program.h"
 #include "target/tile_config.h"
@@ -54,6 +56,16 @@ struct CompileOptions {
   // Run the `attention` pass (passes/attention.cpp) before placement: softmax(Q.K^T).V
   // chains become attention ops (kiln compile --no-attention turns it off).
   bool recognizeAttention = true;
+  // Records every phase (placement, each codegen pass, schedule, each backend's kernel
+  // deduplication, compilation and linking) with counts, and reports progress
+  // (kiln compile --time-passes, --progress).
+  CompileTimer* timer = nullptr;
+  // Threads that compile kernels at once (kiln compile --jobs; 0: the hardware's threads). The
+  // module is byte-identical for any count.
+  unsigned jobs = 0;
+  // Compiled kernels kept on disk across compiles (backends/kernel_cache.h). Off unless
+  // cache.dir is set; kiln compile sets it to defaultKernelCacheDir() unless --no-cache.
+  KernelCacheOptions cache;
 };
 
 // The device a module runs on when nothing names one: cpu[0] when this build has the CPU

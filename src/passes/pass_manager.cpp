@@ -183,7 +183,11 @@ Status PassManager::run(Module& m, std::ostream& dump) {
     const std::string& name = e.name;
     Pass* pass = e.pass.get();
     auto begin = std::chrono::steady_clock::now();
-    Status st = pass->run(m);
+    Status st = ok();
+    {
+      ScopedPhase phase(opts_.timer, name);
+      st = pass->run(m);
+    }
     auto end = std::chrono::steady_clock::now();
     timings.emplace_back(name, std::chrono::duration<double, std::milli>(end - begin).count());
     if (!st.ok()) {

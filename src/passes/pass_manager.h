@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/compile_timer.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -17,6 +18,9 @@ struct PassManagerOptions {
   bool printAfterAll = false;
   bool verifyEach = false;
   bool timePasses = false;
+  // When set, every pass's time is recorded as a phase (kiln compile --time-passes) and its
+  // name reported as progress.
+  CompileTimer* timer = nullptr;
   // Options given to every pass of a pipeline text that accepts the key, unless the text
   // sets it (kiln opt's --target and --tile-config are `target` and `tile-config` here).
   PassOptions defaults;

@@ -24,6 +24,10 @@ config.substitutions.append(("%npy", sys.executable + " " + os.path.join(os.path
 # `REQUIRES: vulkan`: kiln sees vulkan[0] (lavapipe unless VK_DRIVER_FILES or VK_ICD_FILENAMES
 # names another driver), with the validation layer on when it is installed (kiln then exits 1
 # on any validation message).
+# kiln compile's kernel cache: never the user's. meson test sets KILN_CACHE_DIR (the test setup
+# in tests/meson.build); a lit run without it uses a folder of its own under the build tree.
+config.environment["KILN_CACHE_DIR"] = os.environ.get(
+    "KILN_CACHE_DIR", os.path.join(config.kiln_lit_build_dir, "kernel-cache"))
 for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "KILN_VULKAN_VALIDATION", "HOME"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

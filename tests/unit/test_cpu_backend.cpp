@@ -3,10 +3,12 @@
 // interpreter; target resolution and the features a level needs.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <iomanip>
 #include <random>
@@ -14,6 +16,8 @@
 
 #include "analysis/kernel_grid.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/llvm/machine.h"
+#include "backends/parallel.h"
 #include "ir/interp/interp.h"
 #include "ir/text/parser.h"
 #include "ir/text/printer.h"
@@ -808,4 +812,156 @@ TEST_CASE("cpu: sin and cos of huge arguments are reduced exactly (Payne-Hanek, 
     CHECK(ulpError((*got)[0].getF(i), std::cos(xs[static_cast<size_t>(i)])) <= 1);
     CHECK(ulpError((*got)[1].getF(i), std::sin(xs[static_cast<size_t>(i)])) <= 1);
   }
+}
+
+namespace {
+
+// Lowered kernels of a module with distinct kernels and two copies of one.
+struct Lowered {
+  std::unique_ptr<Module> m;
+  std::vector<const Func*> kernels;
+};
+
+Lowered lowerForCpu(const std::string& text) {
+  Lowered l;
+  l.m = parse(text);
+  PassManager pm;
+  REQUIRE(pm.addPipeline("shape-infer,codegen{target=cpu}").ok());
+  std::ostringstream sink;
+  Status s = pm.run(*l.m, sink);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.diags().str()));
+  for (const auto& f : l.m->funcs())
+    if (f->name() != "main" && isLoweredKernel(*f)) l.kernels.push_back(f.get());
+  return l;
+}
+
+const char* const kSeveralKernels =
+    R"(func @main(%x: tensor<64xf32>, %y: tensor<64xf32>, %a: tensor<8x8xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<8x8xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %0 = mul %x, %x : tensor<64xf32>
+  %1 = mul %y, %y : tensor<64xf32>
+  %2 = matmul %a, %a : tensor<8x8xf32>
+  %3 = exp %x : tensor<64xf32>
+  %4 = sub %y, %x : tensor<64xf32>
+  return %0, %1, %2, %3, %4
+}
+)";
+
+struct TempCacheDir {
+  std::string path;
+  TempCacheDir() {
+    std::string base = "/tmp/kiln-cpu-cache-test-XXXXXX";
+    REQUIRE(mkdtemp(base.data()));
+    path = base;
+  }
+  ~TempCacheDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+} // namespace
+
+TEST_CASE("cpu: kernels with the same code compile once; the code is the same for any thread "
+          "count") {
+  Lowered l = lowerForCpu(kSeveralKernels);
+  REQUIRE(l.kernels.size() == 5);
+  std::string first;
+  for (unsigned jobs : {1u, 4u, 2u}) {
+    CompileTimer timer;
+    cpu::CpuCompileOptions co;
+    co.jobs = jobs;
+    co.timer = &timer;
+    auto c =
+        cpu::compileCpuKernels(*l.m, l.kernels, "cpu:x86-64-v3", cpu::CpuOutput::Executable, co);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
+    CHECK(timer.count("kernels before deduplication") == 5);
+    CHECK(timer.count("kernels after deduplication") == 4);
+    // The two `mul`s share one entry point; the others have their own.
+    CHECK(c->payload.kernels[0].symbol == c->payload.kernels[1].symbol);
+    CHECK(c->payload.kernels[0].symbol != c->payload.kernels[2].symbol);
+    CHECK(c->payload.kernels[1].name != c->payload.kernels[0].name);
+    std::string bytes = cpu::serializeCpuPayload(c->payload);
+    if (first.empty()) first = bytes;
+    CHECK(bytes == first);
+  }
+  // The shared entry point runs both kernels.
+  CpuRun run(kSeveralKernels, "cpu:x86-64-v3");
+  HostTensor x(ElemType::F32, {64}), y(ElemType::F32, {64});
+  for (int64_t i = 0; i < 64; ++i) {
+    x.setF(i, static_cast<double>(i));
+    y.setF(i, static_cast<double>(2 * i));
+  }
+  HostTensor ox(ElemType::F32, {64}), oy(ElemType::F32, {64});
+  REQUIRE(run.runKernel(0, {&x, &ox}, {}).ok());
+  REQUIRE(run.runKernel(1, {&y, &oy}, {}).ok());
+  CHECK(ox.getF(5) == 25);
+  CHECK(oy.getF(5) == 100);
+}
+
+TEST_CASE("cpu: the kernel cache gives the same code, and a damaged entry is recompiled") {
+  Lowered l = lowerForCpu(kSeveralKernels);
+  TempCacheDir dir;
+  KernelCache cache({dir.path, uint64_t{1} << 30});
+  auto compile = [&](CompileTimer& timer) {
+    cpu::CpuCompileOptions co;
+    co.timer = &timer;
+    co.cache = &cache;
+    co.jobs = 2;
+    auto c =
+        cpu::compileCpuKernels(*l.m, l.kernels, "cpu:x86-64-v3", cpu::CpuOutput::Executable, co);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
+    return cpu::serializeCpuPayload(c->payload);
+  };
+  CompileTimer cold, warm, repaired;
+  std::string a = compile(cold);
+  CHECK(cold.count("kernel cache misses") == 4);
+  CHECK(cold.count("kernel cache hits") == 0);
+  std::string b = compile(warm);
+  CHECK(warm.count("kernel cache hits") == 4);
+  CHECK(warm.count("kernel cache misses") == 0);
+  CHECK(a == b);
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) {
+    ++n;
+    if (n == 1) std::filesystem::resize_file(e.path(), 30);
+  }
+  CHECK(n == 4);
+  std::string c = compile(repaired);
+  CHECK(repaired.count("kernel cache hits") == 3);
+  CHECK(repaired.count("kernel cache misses") == 1);
+  CHECK(repaired.count("kernel cache entries damaged (ignored, rewritten)") == 1);
+  CHECK(c == a);
+  CompileTimer again;
+  compile(again);
+  CHECK(again.count("kernel cache hits") == 4);
+}
+
+TEST_CASE("cpu: a kernel that fails on a worker thread is an error value, for any thread count") {
+  auto bad = parse(structuredKernel("subgroup = 2, "));
+  std::vector<const Func*> only{bad->lookupFunc("k")};
+  for (unsigned jobs : {1u, 4u}) {
+    cpu::CpuCompileOptions co;
+    co.jobs = jobs;
+    auto c = cpu::compileCpuKernels(*bad, only, "cpu", cpu::CpuOutput::Executable, co);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.diags().str().find("runs subgroups of one thread") != std::string::npos);
+  }
+}
+
+TEST_CASE("cpu: an LLVM fatal error on a compile thread is reported, and the process goes on") {
+  CHECK(llvmgen::runRecoverably([] {}));
+  auto r = parallelFor<int>(3, 3, [](size_t i) -> Result<int> {
+    bool ran = llvmgen::runRecoverably([i] {
+      if (i == 1) llvm::report_fatal_error("a fatal error of the test");
+    });
+    if (!ran) return error(Loc::named("task"), "recovered");
+    return static_cast<int>(i);
+  });
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].ok());
+  CHECK_FALSE(r[1].ok());
+  CHECK(r[2].ok());
+  // LLVM still works afterwards.
+  CpuRun run(kSeveralKernels, "cpu:x86-64-v3");
+  CHECK(run.payload.kernels.size() == 5);
 }

@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kernel_cache.h"
 #include "backends/llvm/machine.h"
 #include "ir/core/ir.h"
+#include "passes/compile_timer.h"
 #include "runtime/cpu/payload.h"
 #include "target/target.h"
 
@@ -43,19 +45,28 @@ struct CpuCompiled {
   std::string text;   // LLVM IR or assembly otherwise
 };
 
+struct CpuCompileOptions {
+  CompileTimer* timer = nullptr; // phases, counts, per-kernel LLVM times, progress
+  unsigned jobs = 0;             // threads compiling kernels (0: the hardware's)
+  KernelCache* cache = nullptr;  // object code of kernels compiled before (Executable only)
+};
+
 // Compiles the lowered kernel functions `kernels` of `m` to code; kernel N of the payload is
 // kernels[N], reading its push constants in pushConstantSymbols order (ir/core/push_constants.h).
+// Kernels with the same code share one entry point. The result does not depend on co.jobs or
+// on what the cache holds.
 Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const Func*>& kernels,
                                       const std::string& target,
-                                      CpuOutput output = CpuOutput::Executable);
+                                      CpuOutput output = CpuOutput::Executable,
+                                      const CpuCompileOptions& co = {});
 
 // The cpu target backend: the codegen pipeline on cpuCodegenTarget's description, the
 // executable from compileCpuKernels (--emit=llvm|asm: its text instead). Default target:
 // "cpu" (the host).
 const TargetBackend* cpuBackend();
 
-// Links one relocatable object into a shared object with lld (compiler-rt's builtins
+// Links relocatable objects, in order, into a shared object with lld (compiler-rt's builtins
 // supply the f16 conversions); the image's bytes.
-Result<std::string> linkSharedObject(const std::string& object);
+Result<std::string> linkSharedObject(const std::vector<std::string>& objects);
 
 } // namespace kiln::cpu

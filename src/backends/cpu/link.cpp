@@ -37,7 +37,7 @@ struct TempDir {
 
 } // namespace
 
-Result<std::string> linkSharedObject(const std::string& object) {
+Result<std::string> linkSharedObject(const std::vector<std::string>& objects) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   std::string base = (std::filesystem::temp_directory_path() / "kiln-link-XXXXXX").string();
@@ -45,12 +45,16 @@ Result<std::string> linkSharedObject(const std::string& object) {
   if (!mkdtemp(base.data()))
     return error(Loc::named("<cpu backend>"), "cannot create a temporary directory for linking");
   dir.path = base;
-  std::string obj = dir.path + "/kernels.o";
   std::string out = dir.path + "/kernels.so";
-  KILN_CHECK(writeFile(obj, object));
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    paths.push_back(dir.path + "/kernel" + std::to_string(i) + ".o");
+    KILN_CHECK(writeFile(paths.back(), objects[i]));
+  }
   std::vector<const char*> args = {
-      "ld.lld",           "-shared", "--eh-frame-hdr",  "-z", "noexecstack", "-z",       "now",
-      "--hash-style=gnu", "-soname", "kiln-kernels.so", "-o", out.c_str(),   obj.c_str()};
+      "ld.lld",           "-shared", "--eh-frame-hdr",  "-z", "noexecstack", "-z", "now",
+      "--hash-style=gnu", "-soname", "kiln-kernels.so", "-o", out.c_str()};
+  for (const std::string& p : paths) args.push_back(p.c_str());
 #ifdef KILN_CLANG_RT_BUILTINS
   if (std::filesystem::exists(KILN_CLANG_RT_BUILTINS)) args.push_back(KILN_CLANG_RT_BUILTINS);
 #endif

@@ -8,11 +8,14 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CodeGen.h>
+#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include <csignal>
+#include <iterator>
 #include <mutex>
 
 namespace kiln::llvmgen {
@@ -93,6 +96,37 @@ std::string printLlvmModule(const llvm::Module& m) {
   llvm::raw_string_ostream os(s);
   m.print(os, nullptr);
   return os.str();
+}
+
+bool runRecoverably(const std::function<void()>& fn) {
+  // The signals LLVM's crash recovery handles (CrashRecoveryContext.cpp).
+  static const int kSignals[] = {SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP};
+  static std::mutex mu;
+  static struct sigaction armed {};
+  static bool enabled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    struct sigaction now {};
+    sigaction(SIGABRT, nullptr, &now);
+    if (!enabled || now.sa_sigaction != armed.sa_sigaction) {
+      // Someone (an embedding application, a test framework) installed handlers since
+      // recovery was enabled: enable it again on top of theirs, so theirs stay the ones a crash
+      // outside LLVM reaches.
+      if (enabled) {
+        struct sigaction theirs[std::size(kSignals)];
+        for (size_t i = 0; i < std::size(kSignals); ++i)
+          sigaction(kSignals[i], nullptr, &theirs[i]);
+        llvm::CrashRecoveryContext::Disable();
+        for (size_t i = 0; i < std::size(kSignals); ++i)
+          sigaction(kSignals[i], &theirs[i], nullptr);
+      }
+      llvm::CrashRecoveryContext::Enable();
+      sigaction(SIGABRT, nullptr, &armed);
+      enabled = true;
+    }
+  }
+  llvm::CrashRecoveryContext crc;
+  return crc.RunSafely(fn);
 }
 
 } // namespace kiln::llvmgen

@@ -1,6 +1,7 @@
 // LLVM target machines, the O3 pipeline and object emission, shared by the LLVM backends.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,5 +31,9 @@ Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm);
 // The module as assembly or LLVM IR text (kiln compile --emit=asm / --emit=llvm).
 Result<std::string> emitAssembly(llvm::Module& m, llvm::TargetMachine& tm);
 std::string printLlvmModule(const llvm::Module& m);
+// Runs `fn` under an llvm::CrashRecoveryContext, so that an LLVM fatal error (which aborts)
+// or a crash inside it returns false on this thread instead of ending the process. Objects
+// `fn` had allocated are then leaked; the caller reports an internal error.
+bool runRecoverably(const std::function<void()>& fn);
 
 } // namespace kiln::llvmgen

@@ -20,7 +20,7 @@ struct CpuArgInfo {
 
 struct CpuKernelInfo {
   std::string name;                 // the kernel function's name (what launches name)
-  std::string symbol;               // the exported entry point (kiln_cpu_kernel_N)
+  std::string symbol;               // the exported entry point (kiln_cpu_kernel_<hash>)
   std::vector<std::string> symbols; // its push constants (the launch's `push`), in order
   std::vector<CpuArgInfo> args;     // its buffers: inputs, then outputs
 };
