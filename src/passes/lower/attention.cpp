@@ -7,12 +7,13 @@
 //           (Strategy::Attention, codegen.cpp).
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
 //           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
-//           a block reads stay in L1 across its rows; fewer when the queries are fewer); gpu: 64 threads, one row each.
+//           a block reads stay in L1 across its rows; fewer when there are fewer queries);
+//           gpu: 64 threads, one row each.
 // Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
-//           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s), l = l*e^(m-m') +
-//           e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then out = acc / l. A key hidden
-//           by the causal flag or a -inf mask weighs 0; a row that sees no key gives NaN like the
-//           reference (0 / 0).
+//           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s),
+//           l = l*e^(m-m') + e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then
+//           out = acc / l. A key hidden by the causal flag or a -inf mask weighs 0; a row
+//           that sees no key gives NaN like the reference (0 / 0).
 //
 //   %o = attention %q, %k, %v {causal = 1}    =>   for j < min(Sk, last + Sk - Sq + 1):
 //     : tensor<1x4x{s}x8xf32>                        for i in block: online softmax update
