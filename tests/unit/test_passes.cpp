@@ -70,9 +70,9 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
     CHECK_FALSE(p.description.empty());
     CHECK(p.create({}).take() != nullptr);
   }
-  CHECK(names == std::vector<std::string>{"affinity", "canonicalize", "collapse-dims", "cse", "dce",
-                                          "fuse", "lower", "pad", "schedule", "shape-infer",
-                                          "tile"});
+  CHECK(names == std::vector<std::string>{"affinity", "attention", "canonicalize", "collapse-dims",
+                                          "cse", "dce", "fuse", "lower", "pad", "schedule",
+                                          "shape-infer", "tile"});
   CHECK(lookupPass("nope") == nullptr);
   REQUIRE(registeredPipelines().size() == 2);
   CHECK(registeredPipelines()[0].name == "default");
@@ -393,8 +393,10 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   REQUIRE_FALSE(st.ok());
   std::string msg = st.diags().str();
   CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
-  CHECK(msg.find("affinity, canonicalize, collapse-dims, cse, dce, fuse, lower, pad, schedule, "
-                 "shape-infer, tile") != std::string::npos);
+  CHECK(
+      msg.find(
+          "affinity, attention, canonicalize, collapse-dims, cse, dce, fuse, lower, pad, schedule, "
+          "shape-infer, tile") != std::string::npos);
   CHECK(msg.find("pipelines: default") != std::string::npos);
   CHECK(bad.passNames().empty()); // nothing half-added
 

@@ -538,6 +538,10 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
                  {"padding_mode", std::string("zeros")},
                  {"align_corners", int64_t{0}}});
       break;
+    case OpKind::Attention:
+      ops = {T({1, 4, 3, 8}), T({1, 2, 5, 8}), T({1, 2, 5, 6})};
+      a = attrs({{"scale", 0.5}, {"causal", int64_t{1}}});
+      break;
     case OpKind::RoiAlign:
       ops = {T({1, 2, 4, 4}), T({3, 4}), T({3}, ElemType::I64)};
       a = attrs({{"mode", std::string("avg")},
