@@ -26,6 +26,9 @@ median time and the spread (min, max, and the 10th to 90th percentile range).
   --warmup-ms=T         then more untimed calls until T milliseconds have passed (default 0):
                         short kernels run on cold cores and caches for their first calls
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
+  --profile             time every dispatch of the timed calls and print, per function, a
+                        table of kernels by total time: kernel, strategy, output shape,
+                        grid, calls, total ms, % (cpu, ref and sim devices)
   -h, --help            show this help
 )";
 
@@ -53,7 +56,7 @@ int runBench(const std::vector<std::string>& args) {
       {"device", true, false, ""},    {"repetitions", true, false, ""},
       {"warmup", true, false, ""},    {"cpu-threads", true, false, ""},
       {"donate", true, true, ""},     {"no-attention", false, false, ""},
-      {"warmup-ms", true, false, ""},
+      {"warmup-ms", true, false, ""}, {"profile", false, false, ""},
   };
   auto parsed = parseArgs(args, specs, "bench");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -111,6 +114,8 @@ int runBench(const std::vector<std::string>& args) {
       auto r = (*executor)->call(f, *inputs);
       if (!r.ok()) return fail(r.diags());
     }
+    if (a.has("profile"))
+      if (Status p = (*executor)->enableProfile(true); !p.ok()) return fail(p.diags());
     std::vector<double> times;
     for (int64_t i = 0; i < *reps; ++i) {
       auto start = std::chrono::steady_clock::now();
@@ -126,6 +131,10 @@ int runBench(const std::vector<std::string>& args) {
               << *reps << " repetitions, " << *warmup << " warmup, "
               << (*executor)->lastStats().dispatches << " dispatches, peak device memory "
               << (*executor)->lastStats().peakBytes << " bytes)\n";
+    if (a.has("profile")) {
+      std::cout << formatProfile((*executor)->profile().rows(), (*executor)->profiledCalls());
+      (void)(*executor)->enableProfile(false);
+    }
   }
   return 0;
 }

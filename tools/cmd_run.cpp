@@ -33,6 +33,8 @@ is compiled in memory first; a .kmod file runs as compiled.
   --output=@FILE.npy    write the next result to FILE.npy (repeatable, in result order)
   --output-dir=DIR      write result i to DIR/i.npy (DIR is created if missing)
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
+  --profile             time every dispatch and print a table of kernels by time after the
+                        results (as kiln bench --profile; cpu, ref and sim devices)
   -h, --help            show this help
 
 Without --output or --output-dir each result is printed as `result[i]: tensor<...> [...]`.
@@ -47,6 +49,7 @@ int runRun(const std::vector<std::string>& args) {
       {"output", true, true, ""},
       {"output-dir", true, false, ""},
       {"cpu-threads", true, false, ""},
+      {"profile", false, false, ""},
   });
   auto parsed = parseArgs(args, specs, "run");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -101,6 +104,8 @@ int runRun(const std::vector<std::string>& args) {
     execOpts.device = *hal::parseDeviceId(device, Loc::named("--device"));
   auto executor = Executor::create(*program, execOpts);
   if (!executor.ok()) return fail(executor.diags());
+  if (a.has("profile"))
+    if (Status p = (*executor)->enableProfile(true); !p.ok()) return fail(p.diags());
   auto results = (*executor)->call(*entry, *inputs);
   if (!results.ok()) return fail(results.diags());
 
@@ -122,6 +127,8 @@ int runRun(const std::vector<std::string>& args) {
     for (size_t i = 0; i < results->size(); ++i)
       std::cout << "result[" << i << "]: " << formatTensor((*results)[i]) << "\n";
   }
+  if (a.has("profile"))
+    std::cout << formatProfile((*executor)->profile().rows(), (*executor)->profiledCalls());
   return 0;
 }
 

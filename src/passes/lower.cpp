@@ -24,6 +24,7 @@
 // (a register-blocked micro-kernel) and reduction-gpu (a row's threads reduce it together
 // through subgroups and shared memory).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "passes/codegen.h"
@@ -113,6 +114,7 @@ public:
         if (op->kind() == OpKind::Dispatch && opts_.covers(*op))
           if (Func* k = dispatchKernel(m, *op)) work.emplace_back(op.get(), k);
     std::set<const Func*> done;
+    std::map<std::string, std::string> strategyOf; // kernel name -> the strategy that lowered it
     for (auto [d, k] : work) {
       if (!done.insert(k).second || isLoweredKernel(*k)) continue;
       KernelShape s = analyzeKernel(*k);
@@ -132,8 +134,14 @@ public:
       std::unique_ptr<Func> lowered = b.finish();
       KILN_CHECK(checkResources(*lowered, target));
       recordPlan(*d, p);
+      strategyOf[k->name()] = strategy->name;
       m.replaceFunc(k, std::move(lowered));
     }
+    // Every dispatch of a lowered kernel names its strategy; schedule carries it to the
+    // launch, where `kiln bench --profile` shows it.
+    for (auto [d, k] : work)
+      if (auto it = strategyOf.find(d->attrs().getStr("kernel")); it != strategyOf.end())
+        d->attrs().set("strategy", it->second);
     return ok();
   }
 

@@ -50,6 +50,14 @@ const std::vector<PassInfo>& registeredPasses() {
          "merge adjacent parallel dims of dispatches when contiguous and no larger in shared "
          "memory",
          cg, codegen(createCollapseDimsPass)},
+        {"conv-depthwise",
+         "on cpu targets, depthwise 2-D convolutions as sums of shifted views times "
+         "per-channel weights (elementwise, vectorized by rows)",
+         cg, codegen(createConvDepthwisePass)},
+        {"conv-gemm",
+         "on cpu targets, group-1 2-D convolutions as matmuls (1x1: a view of the input; "
+         "else im2col patches) for the GEMM strategy",
+         cg, codegen(createConvGemmPass)},
         {"cse",
          "merge ops that compute the same value from the same operands",
          {},
@@ -91,6 +99,8 @@ const std::vector<PassInfo>& registeredPasses() {
 }
 
 void addCodegenPasses(PassManager& pm, const CodegenOptions& opts) {
+  pm.addPass("conv-gemm", createConvGemmPass(opts));
+  pm.addPass("conv-depthwise", createConvDepthwisePass(opts));
   pm.addPass("fuse", createFusePass(opts));
   pm.addPass("collapse-dims", createCollapseDimsPass(opts));
   pm.addPass("tile", createTilePass(opts));
@@ -110,9 +120,11 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
-      // fuse first: the others transform dispatches. collapse-dims before tile: tiles are
-      // chosen for the final iteration space. pad after tile: it needs the tiles. lower last.
-      {"codegen", "shape-infer,fuse,collapse-dims,tile,pad,lower",
+      // conv-gemm and conv-depthwise before fuse: the matmuls and elementwise taps they
+      // make form dispatches. fuse next: the others
+      // transform dispatches. collapse-dims before tile: tiles are chosen for the final
+      // iteration space. pad after tile: it needs the tiles. lower last.
+      {"codegen", "shape-infer,conv-gemm,conv-depthwise,fuse,collapse-dims,tile,pad,lower",
        "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;

@@ -23,6 +23,8 @@ std::unique_ptr<Pass> createAttentionPass();
 std::unique_ptr<Pass> createDcePass();
 std::unique_ptr<Pass> createShapeInferPass();
 // The codegen passes, in pipeline order (codegen.h: CodegenOptions).
+std::unique_ptr<Pass> createConvDepthwisePass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createConvGemmPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createCollapseDimsPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createTilePass(const CodegenOptions& opts);

@@ -233,6 +233,7 @@ private:
       Attrs d = deviceAttr(device);
       d.set("kernel", name);
       d.set("outputs", static_cast<int64_t>(op->numResults()));
+      if (op->attrs().has("strategy")) d.set("strategy", op->attrs().getStr("strategy"));
       insertOp(f, op, OpKind::Launch, operands, std::move(d), {}, op->loc());
       for (size_t r = 0; r < op->numResults(); ++r)
         op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);

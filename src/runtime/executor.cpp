@@ -203,6 +203,14 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
         return error(op.loc(), "launch of @" + kernel + " needs 3 workgroups expressions");
       std::copy(grid.begin(), grid.end(), st.grid.begin());
       KILN_TRY(st.push, exprs(op, "push"));
+      // The profile's description of the kernel: its strategy and first output.
+      std::string shape;
+      if (static_cast<size_t>(outs) > 0) {
+        const Type& t = op.operand(op.numOperands() - static_cast<size_t>(outs))->type();
+        for (const Dim& d : t.shape()) shape += d.str() + "x";
+        shape += elemTypeName(t.elem());
+      }
+      profile_.describe(*st.exe, st.kernel, op.attrs().getStr("strategy"), std::move(shape));
       break;
     }
     default: break;
@@ -210,6 +218,23 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
     plan->steps.push_back(std::move(st));
   }
   return plan;
+}
+
+Status Executor::enableProfile(bool on) {
+  for (auto& d : devices_)
+    if (!d->device->setProfiler(on ? &profile_ : nullptr)) {
+      for (auto& e : devices_) e->device->setProfiler(nullptr);
+      profiling_ = false;
+      return error(Loc::named(d->device->id().str()),
+                   "this device cannot time its dispatches one by one (profiling needs a "
+                   "host-memory device: cpu, ref or sim)");
+    }
+  if (on && !profiling_) {
+    profile_.clear();
+    profiledCalls_ = 0;
+  }
+  profiling_ = on;
+  return ok();
 }
 
 Result<hal::Buffer*> Executor::weightBuffer(const std::string& name, size_t device,
@@ -284,6 +309,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
   SymbolBinding binding;
   KILN_CHECK(bindArguments(f, inputs, binding));
   stats_ = CallStats{};
+  if (profiling_) ++profiledCalls_;
   for (auto& d : devices_) {
     // A failed call leaves its semaphore failed; each call starts on a fresh timeline.
     d->pending = d->device->createCommandBuffer();

@@ -33,6 +33,7 @@
 #include "ir/core/host_tensor.h"
 #include "ir/io/weights.h"
 #include "runtime/hal.h"
+#include "runtime/profile.h"
 #include "runtime/program.h"
 
 namespace kiln {
@@ -62,6 +63,12 @@ public:
   Result<std::vector<HostTensor>> call(const std::string& function,
                                        const std::vector<HostTensor>& inputs);
   const CallStats& lastStats() const { return stats_; }
+  // Times every dispatch of the following calls into profile() (kiln bench --profile), or
+  // stops (on = false). An error when a device of the program cannot time dispatches.
+  Status enableProfile(bool on);
+  // The dispatches timed since enableProfile(true), and the calls they were made in.
+  const DispatchProfile& profile() const { return profile_; }
+  uint64_t profiledCalls() const { return profiledCalls_; }
 
 private:
   struct DeviceState;
@@ -81,6 +88,9 @@ private:
   std::map<std::pair<std::string, size_t>, std::unique_ptr<hal::Buffer>> weightBuffers_;
   std::vector<std::unique_ptr<hal::Buffer>> constantBuffers_; // load_constant's, once each
   CallStats stats_;
+  DispatchProfile profile_;
+  bool profiling_ = false;
+  uint64_t profiledCalls_ = 0;
 };
 
 } // namespace kiln

@@ -109,6 +109,15 @@ struct MemoryStats {
   uint64_t allocations = 0;
 };
 
+// Receives the time of every dispatch a device runs while it is set (Device::setProfiler):
+// the executor's profile (runtime/profile.h). Called on the thread that submitted the work.
+class DispatchProfiler {
+public:
+  virtual ~DispatchProfiler() = default;
+  virtual void record(const Executable& exe, size_t kernel, const Workgroups& workgroups,
+                      double seconds) = 0;
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -136,6 +145,12 @@ public:
   // driver runs synchronously).
   virtual Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
                         Semaphore& signal, uint64_t signalValue) = 0;
+  // Times each dispatch it runs from now on into `profiler` (null: stop), or returns false
+  // when the driver cannot time dispatches one by one (its queue runs them asynchronously).
+  virtual bool setProfiler(DispatchProfiler* profiler) {
+    (void)profiler;
+    return false;
+  }
 };
 
 struct DeviceInfo {

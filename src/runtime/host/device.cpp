@@ -1,4 +1,5 @@
 // HostDevice: memory accounting with the freed-buffer cache, and the synchronous queue.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -126,7 +127,14 @@ Status checkBinding(const Device& device, const Binding& b, const std::string& k
 Status HostDevice::execute(const HostCommandBuffer::Command& c) {
   Loc loc = Loc::named(id_.str());
   switch (c.kind) {
-  case HostCommandBuffer::Command::Dispatch: return dispatch(c);
+  case HostCommandBuffer::Command::Dispatch: {
+    if (!profiler_) return dispatch(c);
+    auto start = std::chrono::steady_clock::now();
+    Status s = dispatch(c);
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    profiler_->record(*c.exe, c.kernel, c.workgroups, took.count());
+    return s;
+  }
   case HostCommandBuffer::Command::Copy: {
     if (&c.dst->device() != this)
       return error(loc, "copy into a buffer of " + c.dst->device().id().str() + " submitted to " +

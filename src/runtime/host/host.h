@@ -90,6 +90,11 @@ public:
   std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) override;
   Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
                 uint64_t signalValue) override;
+  // The queue runs on the submitting thread, so a dispatch's time is its kernel's.
+  bool setProfiler(DispatchProfiler* profiler) override {
+    profiler_ = profiler;
+    return true;
+  }
 
   // A buffer's memory back from its destructor: kept for a later allocation of the same
   // rounded size (up to kMaxCachedBytes in all; a call allocates the same sizes as the last
@@ -111,6 +116,7 @@ private:
   MemoryStats stats_;
   std::map<uint64_t, std::vector<HostMemory>> cache_; // freed memory by rounded size
   uint64_t cachedBytes_ = 0;
+  DispatchProfiler* profiler_ = nullptr;
 };
 
 } // namespace kiln::hal::host

@@ -1,0 +1,35 @@
+// Times one ONNX model on ONNX Runtime's CPU execution provider (onnxruntime-node, installed
+// in bench/.ort; bench/models.py runs this with NODE_PATH pointing there). Prints one JSON
+// line: {"median_ms": M, "times_ms": [...]}.
+//
+// usage: node ort_bench.js MODEL.onnx INPUT.raw float32|int64 D0,D1,... THREADS WARMUP REPS
+const fs = require('fs');
+const ort = require('onnxruntime-node');
+
+async function main() {
+  const [model, raw, dtype, dims, threads, warmup, reps] = process.argv.slice(2);
+  const session = await ort.InferenceSession.create(model, {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: Number(threads),
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+  });
+  const bytes = fs.readFileSync(raw);
+  const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  const data = dtype === 'int64' ? new BigInt64Array(buf) : new Float32Array(buf);
+  const feeds = {[session.inputNames[0]]: new ort.Tensor(dtype, data, dims.split(',').map(Number))};
+  for (let i = 0; i < Number(warmup); ++i) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < Number(reps); ++i) {
+    const start = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  const sorted = [...times].sort((a, b) => a - b);
+  console.log(JSON.stringify({median_ms: sorted[Math.floor(sorted.length / 2)], times_ms: times}));
+}
+
+main().catch((e) => {
+  console.error(e.message || String(e));
+  process.exit(1);
+});
