@@ -25,23 +25,20 @@
 
 #include "ir/core/builder.h"
 #include "ir/io/weights.h"
+#include "passes/canonicalize/patterns.h"
 #include "passes/passes.h"
 
 namespace kiln {
 
 namespace {
 
+using canon::constantOf;
+
 bool oneUse(const Value* v) { return v->uses().size() == 1; }
 
 Op* defOf(const Value* v, OpKind k) {
   Op* d = v ? v->def() : nullptr;
   return d && d->kind() == k ? d : nullptr;
-}
-
-// The dense value of a `constant`, or null.
-const HostTensor* constantOf(const Value* v) {
-  Op* d = defOf(v, OpKind::Constant);
-  return d ? d->attrs().getDense("value") : nullptr;
 }
 
 // The value of a one-element float constant.

@@ -66,6 +66,8 @@ Status emitPlan(KernelBuilder& b, const Plan& p) {
   return std::visit([&](const auto& q) { return emitStrategy(b, q); }, p);
 }
 
+int64_t gridCap(const TargetDesc& t) { return std::min<int64_t>(t.maxWorkgroupCount[0], 65535); }
+
 int64_t upperBound(const Dim& d, const SymbolTable& syms) {
   if (d.isStatic()) return d.value();
   return std::max<int64_t>(1, bounds(d.expr(), syms).hi);

@@ -44,8 +44,7 @@ bool exact(const KernelShape& s, const PointwisePlan& p, const SymbolTable& syms
   Dim td(total);
   Range r = dimBounds(td, syms);
   // The grid must also cover the extent in one row of at most maxWorkgroupCount groups.
-  return dimDivisibleBy(td, p.threads, syms) && r.known() &&
-         r.hi / p.threads <= std::min<int64_t>(t.maxWorkgroupCount[0], 65535);
+  return dimDivisibleBy(td, p.threads, syms) && r.known() && r.hi / p.threads <= gridCap(t);
 }
 
 // A matmul's M, N and K against its tiles (the workgroup's, or the cpu block's).

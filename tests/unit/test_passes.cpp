@@ -70,10 +70,9 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
     CHECK_FALSE(p.description.empty());
     CHECK(p.create({}).take() != nullptr);
   }
-  CHECK(names == std::vector<std::string>{"affinity", "attention", "canonicalize",
-                                          "collapse-dims", "conv-depthwise", "conv-gemm", "cse",
-                                          "dce", "fuse", "lower", "pad", "schedule", "shape-infer",
-                                          "tile"});
+  CHECK(names == std::vector<std::string>{"affinity", "attention", "canonicalize", "collapse-dims",
+                                          "conv-depthwise", "conv-gemm", "cse", "dce", "fuse",
+                                          "lower", "pad", "schedule", "shape-infer", "tile"});
   CHECK(lookupPass("nope") == nullptr);
   REQUIRE(registeredPipelines().size() == 2);
   CHECK(registeredPipelines()[0].name == "default");

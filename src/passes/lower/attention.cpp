@@ -25,12 +25,6 @@
 
 namespace kiln {
 
-namespace {
-
-int64_t cap(const TargetDesc& t) { return std::min<int64_t>(t.maxWorkgroupCount[0], 65535); }
-
-} // namespace
-
 bool matchAttention(const KernelRef& k, const TargetDesc&) {
   if (k.shape.strategy != Strategy::Attention || !k.shape.anchor) return false;
   const Type& v = k.shape.anchor->operand(2)->type();
@@ -78,8 +72,9 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   Value* group = b.idx(OpKind::IFloorDiv, b.dim(qs[r - 3]), b.dim(ks[r - 3]), b.prologue());
   Value* blocks = b.idx(OpKind::ICeilDiv, Sq, b.cst(p.rows * p.threads), b.prologue());
   Value* total = b.idx(OpKind::IMul, blocks, heads, b.prologue());
-  Value* gx = b.idx(OpKind::IMax, b.idx(OpKind::IMin, total, b.cst(cap(b.target())), b.prologue()),
-                    b.cst(1), b.prologue());
+  Value* gx =
+      b.idx(OpKind::IMax, b.idx(OpKind::IMin, total, b.cst(gridCap(b.target())), b.prologue()),
+            b.cst(1), b.prologue());
   b.setGrid(0, gx);
   b.setGrid(1, b.idx(OpKind::ICeilDiv, total, gx, b.prologue()));
   Value* off = b.idx(OpKind::ISub, Sk, Sq, b.prologue()); // causal: query i sees j <= i + off
@@ -179,16 +174,16 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
       Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(r), off));
       s = b.compute(OpKind::Select, {hidden, negInf, s}, f);
     }
+    // e^(x - max), or 0 where x is -inf.
+    auto weight = [&](Value* x, Value* max) {
+      Value* e = b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {x, max}, f)}, f);
+      return b.compute(OpKind::Select, {b.compute(OpKind::Eq, {x, negInf}, ElemType::I1), zero, e},
+                       f);
+    };
     Value* m = b.ld(mBuf, {r});
     Value* mNew = b.compute(OpKind::Max, {m, s}, f);
-    Value* alpha = b.compute(OpKind::Select,
-                             {b.compute(OpKind::Eq, {m, negInf}, ElemType::I1), zero,
-                              b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {m, mNew}, f)}, f)},
-                             f);
-    Value* pj = b.compute(OpKind::Select,
-                          {b.compute(OpKind::Eq, {s, negInf}, ElemType::I1), zero,
-                           b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {s, mNew}, f)}, f)},
-                          f);
+    Value* alpha = weight(m, mNew);
+    Value* pj = weight(s, mNew);
     b.st(mNew, mBuf, {r});
     b.st(b.compute(OpKind::Add, {b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f), pj}, f), lBuf,
          {r});

@@ -38,7 +38,7 @@ Status emitStrategy(KernelBuilder& b, const PointwisePlan& p) {
   int64_t wg = p.threads;
   Value* total = b.product(s, 0, s.size());
   Value* groups = b.idx(OpKind::ICeilDiv, total, b.cst(wg), b.prologue());
-  int64_t cap = std::min<int64_t>(b.target().maxWorkgroupCount[0], 65535);
+  int64_t cap = gridCap(b.target());
   Value* gx = b.idx(OpKind::IMax, b.idx(OpKind::IMin, groups, b.cst(cap), b.prologue()), b.cst(1),
                     b.prologue());
   Value* gy = b.idx(OpKind::ICeilDiv, groups, gx, b.prologue());

@@ -49,9 +49,6 @@ SymExpr rowCount(const KernelShape& s) {
   return rows;
 }
 
-// The grid's row of workgroups is at most this long; more groups take a second grid axis.
-int64_t gridCap(const TargetDesc& t) { return std::min<int64_t>(t.maxWorkgroupCount[0], 65535); }
-
 // What the strategy emits per row, for the row reducer.
 struct Row {
   int64_t threads, subgroup;

@@ -148,6 +148,9 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p);
 
+// The grid's row of workgroups is at most this long; more groups take a second grid axis.
+int64_t gridCap(const TargetDesc& t);
+
 // The largest value an extent takes under the symbols' ranges (at least 1).
 int64_t upperBound(const Dim& d, const SymbolTable& syms);
 
