@@ -75,6 +75,17 @@ const std::vector<TargetDesc>& table() {
     v.push_back(make("amdgpu:gfx90a", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
     v.push_back(make("amdgpu:gfx942", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
     v.push_back(make("amdgpu:gfx1100", 64 * 1024, 1024, 1024, 1024, 1024, {32, 64}, 128));
+    // NVIDIA through NVPTX and the CUDA driver: the opt-in shared memory per block (sm_80
+    // 163 KiB, sm_90 227 KiB; above 48 KiB the driver sets the launch attribute), warps of 32,
+    // 2^31 - 1 workgroups along x and 65535 along y and z.
+    auto cudaTarget = [](std::string name, uint64_t shared) {
+      TargetDesc c = make(std::move(name), shared, 1024, 1024, 1024, 64, {32}, 128);
+      c.maxWorkgroupCount[0] = INT32_MAX;
+      c.wideAccumulation = false;
+      return c;
+    };
+    v.push_back(cudaTarget("cuda:sm_80", 163 * 1024));
+    v.push_back(cudaTarget("cuda:sm_90", 227 * 1024));
     return v;
   }();
   return t;

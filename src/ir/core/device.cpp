@@ -6,7 +6,7 @@
 namespace kiln {
 
 const std::vector<std::string_view>& deviceKinds() {
-  static const std::vector<std::string_view> kinds = {"ref", "sim", "cpu", "vulkan", "hip"};
+  static const std::vector<std::string_view> kinds = {"ref", "sim", "cpu", "vulkan", "hip", "cuda"};
   return kinds;
 }
 
