@@ -7,7 +7,9 @@
 #include "backends/sim/sim_backend.h"
 #include "ir/text/printer.h"
 #ifdef KILN_HAVE_LLVM
+#include "backends/amdgpu/amdgpu_backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/nvptx/nvptx_backend.h"
 #endif
 #ifdef KILN_HAVE_SPIRV
 #include "backends/vulkan/vulkan_backend.h"
@@ -18,10 +20,10 @@ namespace kiln {
 const std::vector<const TargetBackend*>& targetBackends() {
   // One row per backend; the GPU backends add theirs here.
   static const std::vector<const TargetBackend*> all = {
-      refBackend(),
-      simBackend(),
+      refBackend(),           simBackend(),
 #ifdef KILN_HAVE_LLVM
-      cpu::cpuBackend(),
+      cpu::cpuBackend(),      amdgpu::amdgpuBackend(),
+      nvptx::cudaBackend(),
 #endif
 #ifdef KILN_HAVE_SPIRV
       spirv::vulkanBackend(),

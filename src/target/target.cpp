@@ -72,9 +72,17 @@ const std::vector<TargetDesc>& table() {
                          ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8,
                          ElemType::U16, ElemType::U32, ElemType::U64};
     v.push_back(generic);
-    v.push_back(make("amdgpu:gfx90a", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
-    v.push_back(make("amdgpu:gfx942", 64 * 1024, 1024, 1024, 1024, 1024, {64}, 128));
-    v.push_back(make("amdgpu:gfx1100", 64 * 1024, 1024, 1024, 1024, 1024, {32, 64}, 128));
+    // AMD GPUs accumulate f32 sums in f32, as the other GPU targets do: f64 accumulators
+    // double the registers of a matmul's register tile and spill it.
+    auto amdTarget = [](std::string name, std::vector<int64_t> waves) {
+      TargetDesc a =
+          make(std::move(name), 64 * 1024, 1024, 1024, 1024, 1024, std::move(waves), 128);
+      a.wideAccumulation = false;
+      return a;
+    };
+    v.push_back(amdTarget("amdgpu:gfx90a", {64}));
+    v.push_back(amdTarget("amdgpu:gfx942", {64}));
+    v.push_back(amdTarget("amdgpu:gfx1100", {32, 64}));
     // NVIDIA through NVPTX and the CUDA driver: the opt-in shared memory per block (sm_80
     // 163 KiB, sm_90 227 KiB; above 48 KiB the driver sets the launch attribute), warps of 32,
     // 2^31 - 1 workgroups along x and 65535 along y and z.

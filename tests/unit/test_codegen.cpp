@@ -157,7 +157,7 @@ TEST_CASE("the footprint function is 64-bit and saturates") {
 TEST_CASE("targets: every named target, device limits replace the table") {
   for (const char* n : {"cpu", "cpu:x86-64-v2", "cpu:x86-64-v3", "cpu:x86-64-v4", "vulkan:lavapipe",
                         "vulkan:nvidia-sm90", "vulkan:generic", "amdgpu:gfx90a", "amdgpu:gfx942",
-                        "amdgpu:gfx1100"}) {
+                        "amdgpu:gfx1100", "cuda:sm_80", "cuda:sm_90"}) {
     auto t = lookupTarget(n);
     REQUIRE(t.ok());
     CHECK(t->sharedMemoryBytes > 0);

@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 
+#include "backends/kernel_identity.h"
 #include "backends/llvm/emit.h"
 #include "backends/parallel.h"
 #include "ir/core/push_constants.h"
@@ -86,19 +88,6 @@ Result<TargetDesc> cpuCodegenTarget(const std::string& name) {
   return t;
 }
 
-// Kernels some launch binds one buffer to twice (an input written in place: donation).
-static std::set<std::string> aliasingKernels(const Module& m) {
-  std::set<std::string> out;
-  for (const auto& f : m.funcs())
-    for (const auto& op : f->ops()) {
-      if (op->kind() != OpKind::Launch) continue;
-      std::set<const Value*> seen;
-      for (const Value* v : op->operands())
-        if (!seen.insert(v).second) out.insert(op->attrs().getStr("kernel"));
-    }
-  return out;
-}
-
 namespace {
 
 // Kernels whose code is the same: the IR text (named alike), the symbols' ranges it may read
@@ -107,23 +96,6 @@ struct KernelGroup {
   size_t first = 0;
   std::string symbol; // the entry point every member's launches call
 };
-
-std::string symbolsText(const SymbolTable& syms) {
-  std::string s;
-  for (const auto& [name, info] : syms.all())
-    s += name + " " + std::to_string(info.lo) + " " + std::to_string(info.hi) + " " +
-         std::to_string(info.divisor) + "\n";
-  return s;
-}
-
-// The kernel's text with its own name replaced, so that two kernels that differ only in name
-// print alike.
-std::string anonymousText(const Func& k) {
-  std::string text = printFunc(k);
-  std::string own = "@" + k.name() + "(";
-  if (size_t at = text.find(own); at != std::string::npos) text.replace(at, own.size(), "@_(");
-  return text;
-}
 
 struct CompiledGroup {
   std::string code; // object, LLVM IR or assembly
@@ -219,15 +191,13 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
   std::vector<KernelKey> keys;
   {
     ScopedPhase phase(co.timer, "deduplicate kernels");
-    std::string syms = symbolsText(m.symbols());
     std::map<std::string, size_t> byIdentity;
     for (size_t i = 0; i < kernels.size(); ++i) {
       const Func& k = *kernels[i];
       if (!isLoweredKernel(k))
         return error(k.loc(),
                      "internal: the CPU backend was given the tensor-level kernel @" + k.name());
-      std::string identity =
-          std::string(aliasing.count(k.name()) ? "alias\n" : "noalias\n") + syms + anonymousText(k);
+      std::string identity = kernelIdentity(m, k, aliasing.count(k.name()) > 0);
       auto [it, fresh] = byIdentity.emplace(identity, groups.size());
       if (fresh) {
         KernelKey content = kernelKey({identity});
@@ -346,6 +316,21 @@ private:
 const TargetBackend* cpuBackend() {
   static const CpuBackend b;
   return &b;
+}
+
+} // namespace kiln::cpu
+
+namespace kiln::cpu {
+
+Result<std::string> linkSharedObject(const std::vector<std::string>& objects) {
+  std::vector<std::string> libraries;
+#ifdef KILN_CLANG_RT_BUILTINS
+  if (std::filesystem::exists(KILN_CLANG_RT_BUILTINS)) libraries.push_back(KILN_CLANG_RT_BUILTINS);
+#endif
+  return llvmgen::linkWithLld(objects,
+                              {"-shared", "--eh-frame-hdr", "-z", "noexecstack", "-z", "now",
+                               "--hash-style=gnu", "-soname", "kiln-kernels.so"},
+                              libraries, "<cpu backend>");
 }
 
 } // namespace kiln::cpu

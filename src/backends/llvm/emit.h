@@ -1,6 +1,7 @@
 // LLVM emission: lowered kernels (kernel IR, see docs/codegen.md) to LLVM IR.
 //
-// Shared by the CPU backend (and the AMDGPU backend later). For the CPU, one kernel becomes
+// emitCpuKernel is the CPU backend's, emitGpuKernel the AMDGPU and NVPTX backends' (both on
+// kernel_emitter.h). For the CPU, one kernel becomes
 // one function with the entry-point ABI of src/runtime/cpu/abi.h: it loops over the
 // workgroups it is given, and inside a workgroup over the workgroup's threads. Barriers
 // split the threads' work into phases: every thread runs phase 1, then every thread runs
@@ -41,5 +42,31 @@ struct EmittedKernel {
 // one buffer as both an input and its output).
 Result<EmittedKernel> emitCpuKernel(llvm::Module& m, const Func& kernel, const SymbolTable& syms,
                                     const std::string& symbol, bool buffersMayAlias = false);
+
+enum class GpuArch { Amdgpu, Nvptx };
+
+struct GpuEmitOptions {
+  GpuArch arch = GpuArch::Amdgpu;
+  int64_t waveSize = 64; // threads of a wave (AMDGPU: 64 or 32) or warp (NVPTX: 32)
+  // One buffer is bound as several arguments (a donated input written in place): the
+  // buffers are then not noalias.
+  bool buffersMayAlias = false;
+};
+
+struct EmittedGpuKernel {
+  std::string entry;
+  std::vector<std::string> symbols; // push constants, in the kernarg block's order
+  std::vector<bool> written;        // per buffer argument: the kernel stores to it
+  uint64_t staticSharedBytes = 0;   // AMDGPU: LDS globals
+  uint64_t dynamicSharedBytes = 0;  // NVPTX: dynamic shared memory to launch with
+  int64_t subgroup = 1;
+  uint32_t workgroup[3] = {1, 1, 1};
+};
+
+// Emits the lowered kernel `kernel` into `m` (whose target triple and data layout are set) as
+// the GPU kernel `entry`, with the kernel ABI of runtime/gpu/payload.h. An op or a subgroup
+// size the target cannot run is an error located at the op.
+Result<EmittedGpuKernel> emitGpuKernel(llvm::Module& m, const Func& kernel, const SymbolTable& syms,
+                                       const std::string& entry, const GpuEmitOptions& o);
 
 } // namespace kiln::llvmgen

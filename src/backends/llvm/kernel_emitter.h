@@ -27,9 +27,6 @@
 
 namespace kiln::llvmgen {
 
-// Loops with at most this many iterations, all static, are unrolled completely.
-constexpr int64_t kFullUnrollTrips = 32;
-
 struct Node {
   const Op* op = nullptr;      // the op, or the `for` / `if`
   std::vector<Node> body;      // a loop's body, an if's then block (without the yield)
@@ -122,6 +119,13 @@ protected:
   std::unordered_set<const Value*> dataIndices_;
   std::map<int32_t, llvm::BasicBlock*> fail_;
   llvm::Value* thread_ = nullptr; // the CPU's thread counter (private slices); null on GPUs
+  // Loops with at most this many iterations, all static, are unrolled completely (a register
+  // tile's rows and columns, whose private accumulators then become registers).
+  int64_t fullUnrollTrips_ = 32;
+  // The next loop is not unrolled at all (set by a GPU emitter for loops holding barriers:
+  // a K loop over shared tiles, whose body is a whole tile's work).
+  bool keepLoop_ = false;
+  bool keepBarrierLoops_ = false;
 };
 
 template <typename F>
@@ -140,6 +144,8 @@ template <typename F>
 Result<std::vector<llvm::Value*>>
 KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
                             const std::vector<llvm::Value*>& inits, F body) {
+  bool keep = keepLoop_;
+  keepLoop_ = false;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(c_, "loop", fn_);
   auto* exit = llvm::BasicBlock::Create(c_, "loop.end", fn_);
@@ -168,10 +174,15 @@ KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
   auto* cl = llvm::dyn_cast<llvm::ConstantInt>(lo);
   auto* ch = llvm::dyn_cast<llvm::ConstantInt>(hi);
   auto* cs = llvm::dyn_cast<llvm::ConstantInt>(step);
-  if (cl && ch && cs && cs->getSExtValue() > 0 &&
-      (ch->getSExtValue() - cl->getSExtValue()) / cs->getSExtValue() <= kFullUnrollTrips) {
-    llvm::MDNode* full = llvm::MDNode::get(c_, llvm::MDString::get(c_, "llvm.loop.unroll.full"));
-    llvm::MDNode* md = llvm::MDNode::getDistinct(c_, {nullptr, full});
+  const char* hint = nullptr;
+  if (keep)
+    hint = "llvm.loop.unroll.disable";
+  else if (cl && ch && cs && cs->getSExtValue() > 0 &&
+           (ch->getSExtValue() - cl->getSExtValue()) / cs->getSExtValue() <= fullUnrollTrips_)
+    hint = "llvm.loop.unroll.full";
+  if (hint) {
+    llvm::MDNode* md = llvm::MDNode::getDistinct(
+        c_, {nullptr, llvm::MDNode::get(c_, llvm::MDString::get(c_, hint))});
     md->replaceOperandWith(0, md);
     latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   }

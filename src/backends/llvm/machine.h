@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/core/diag.h"
 
@@ -20,7 +21,7 @@ struct MachineSpec {
   std::string features; // "+avx2,+fma,-avx512f" (empty: the CPU's own)
 };
 
-// Initializes LLVM's x86 target once per process.
+// Initializes LLVM's x86, AMDGPU and NVPTX targets once per process.
 void initializeLlvm();
 Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSpec& spec);
 // Verifies `m` (an invalid module is a backend bug reported as an error naming `what`),
@@ -31,6 +32,11 @@ Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm);
 // The module as assembly or LLVM IR text (kiln compile --emit=asm / --emit=llvm).
 Result<std::string> emitAssembly(llvm::Module& m, llvm::TargetMachine& tm);
 std::string printLlvmModule(const llvm::Module& m);
+// Links `objects` (ELF relocatable objects) with lld in-process: `flags` ("-shared", ...),
+// then the objects, then `libraries`; the linked file's bytes. Errors are located at `what`.
+Result<std::string> linkWithLld(const std::vector<std::string>& objects,
+                                const std::vector<std::string>& flags,
+                                const std::vector<std::string>& libraries, const std::string& what);
 // Runs `fn` under an llvm::CrashRecoveryContext, so that an LLVM fatal error (which aborts)
 // or a crash inside it returns false on this thread instead of ending the process. Objects
 // `fn` had allocated are then leaked; the caller reports an internal error.
