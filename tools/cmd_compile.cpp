@@ -118,8 +118,9 @@ int runCompile(const std::vector<std::string>& args) {
   if (!placement.ok()) return fail(placement.diags());
   opts.placement = *placement;
   opts.placement.affinity = report || emit == "placement-dot";
-  // One device on its own must exist here; several are checked when the module is placed.
-  if (opts.placement.devices.devices.size() == 1) {
+  // One device on its own must exist here, unless --target says what to compile for (ahead of
+  // time, for a machine that has the device); several are checked when the module is placed.
+  if (opts.placement.devices.devices.size() == 1 && !a.has("target")) {
     auto id = checkDevice(opts.placement.devices.devices[0]);
     if (!id.ok()) return fail(id.diags());
   }

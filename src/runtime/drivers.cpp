@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "runtime/cpu/cpu.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/hip/hip.h"
 #include "runtime/ref/ref.h"
 #ifdef KILN_HAVE_VULKAN
 #include "runtime/vulkan/vulkan.h"
@@ -14,7 +16,9 @@
 namespace kiln::hal {
 
 const std::vector<Driver*>& drivers() {
-  // One row per driver; later drivers (hip) add theirs here.
+  // One row per driver; hip and cuda need no headers (they dlopen their libraries), so every
+  // build has them.
+  // clang-format off
   static const std::vector<Driver*> all = {
       ref::refDriver(),
       ref::simDriver(),
@@ -22,7 +26,10 @@ const std::vector<Driver*>& drivers() {
 #ifdef KILN_HAVE_VULKAN
       vulkan::vulkanDriver(),
 #endif
+      hip::hipDriver(),
+      cuda::cudaDriver(),
   };
+  // clang-format on
   return all;
 }
 

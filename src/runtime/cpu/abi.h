@@ -36,3 +36,15 @@ enum KilnCpuStatus : int32_t {
 using KilnCpuKernelFn = int32_t (*)(const KilnCpuArgs*, int64_t, int64_t);
 
 } // extern "C"
+
+// What a status means, for the error of the kernel that returned it (the cpu driver) or
+// stored it in its status word (the hip and cuda drivers, gpu/payload.h).
+inline const char* kilnCpuStatusMessage(int32_t s) {
+  switch (s) {
+  case kKilnCpuIndexDivByZero: return "index arithmetic divides by zero";
+  case kKilnCpuBadLoopStep: return "loop step is not positive";
+  case kKilnCpuIndexOutOfRange:
+    return "an index read from tensor data (a gather or scatter index) is out of range";
+  default: return "failed with an unknown status";
+  }
+}

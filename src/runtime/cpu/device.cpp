@@ -9,16 +9,6 @@ namespace kiln::hal::cpu {
 
 namespace {
 
-const char* statusMessage(int32_t s) {
-  switch (s) {
-  case kKilnCpuIndexDivByZero: return "index arithmetic divides by zero";
-  case kKilnCpuBadLoopStep: return "loop step is not positive";
-  case kKilnCpuIndexOutOfRange:
-    return "an index read from tensor data (a gather or scatter index) is out of range";
-  default: return "failed with an unknown status";
-  }
-}
-
 // Chunks small enough to balance uneven workgroups, large enough to amortize the counter.
 int64_t chunkSize(int64_t workgroups, int threads) {
   int64_t perThread = workgroups / (int64_t(threads) * 8);
@@ -100,7 +90,8 @@ Status CpuDevice::run(const CpuExecutable& exe, const host::HostCommandBuffer::C
     if (s != kKilnCpuOk) status.compare_exchange_strong(expected, s);
   });
   if (int32_t s = status.load(); s != kKilnCpuOk)
-    return error(loc, name + ": " + statusMessage(s) + " (status " + std::to_string(s) + ")");
+    return error(loc,
+                 name + ": " + kilnCpuStatusMessage(s) + " (status " + std::to_string(s) + ")");
   return ok();
 }
 
