@@ -1,9 +1,11 @@
 // `kiln compile`: a source model to a .kmod module file (or the IR of one stage).
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
 
 #include "analysis/donation_specs.h"
+#include "backends/backend.h"
 #include "cli.h"
 #include "ir/text/printer.h"
 #include "passes/codegen.h"
@@ -186,19 +188,29 @@ int runCompile(const std::vector<std::string>& args) {
         pm.addPipeline(opts.recognizeAttention ? "shape-infer,attention,codegen" : "codegen");
     if (lowered.ok()) lowered = pm.run(**module, std::cerr);
     if (!lowered.ok()) return fail(lowered.diags());
-    text = kernelReport(**module, codegen->target);
+    auto report = kernelsReport(**module, codegen->target);
+    if (!report.ok()) return fail(report.diags());
+    text = *report;
   } else {
     auto program = compileProgram(module.take(), opts);
     progress.finish();
     if (!program.ok()) return fail(program.diags());
     if (emit == "llvm" || emit == "asm" || emit == "spirv") {
-      std::string want = emit == "spirv" ? "vulkan" : "cpu";
+      // The targets whose code has this form: SPIR-V (vulkan); LLVM IR and assembly (cpu,
+      // amdgpu, cuda).
+      std::vector<std::string> want = emit == "spirv"
+                                          ? std::vector<std::string>{"vulkan"}
+                                          : std::vector<std::string>{"cpu", "amdgpu", "cuda"};
       bool found = false;
-      for (const ExecutableImage& e : program->executables) found = found || e.target == want;
+      for (const ExecutableImage& e : program->executables)
+        found = found || std::find(want.begin(), want.end(), e.target) != want.end();
       if (!found)
-        return fail(error(Loc::named("--emit"), "--emit=" + emit + " shows the " + want +
-                                                    " devices' code; this module does not run on " +
-                                                    want + " (add --device=" + want + "[0])"));
+        return fail(error(Loc::named("--emit"),
+                          "--emit=" + emit + " shows the code of " +
+                              (emit == "spirv" ? std::string("vulkan devices")
+                                               : std::string("cpu, hip and cuda devices")) +
+                              "; this module runs on none (add --device=" +
+                              (emit == "spirv" ? "vulkan" : "cpu") + "[0])"));
       text = codeText;
     } else if (emit == "schedule") {
       text = printSchedule(*program);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "ir/text/parser.h"
 #include "runtime/cpu/payload.h"
+#include "runtime/gpu/payload.h"
 #include "runtime/module_format.h"
 
 namespace kiln::cli {
@@ -111,6 +112,32 @@ int runDump(const std::vector<std::string>& args) {
         std::string push;
         for (const std::string& sym : k.symbols) push += (push.empty() ? "" : ", ") + sym;
         out << "    @" << k.name << ": " << k.args.size() << " buffers, push [" << push << "]\n";
+      }
+      continue;
+    }
+    // A GPU executable (amdgpu, cuda): each architecture's code and its kernels' launch shapes.
+    if (x.target == "amdgpu" || x.target == "cuda") {
+      auto gpuPayload = gpu::parseGpuPayload(x.payload);
+      if (!gpuPayload.ok()) {
+        out << " (unreadable: " << gpuPayload.diags().list[0].message << ")\n";
+        continue;
+      }
+      out << "\n";
+      for (const gpu::GpuImage& img : gpuPayload->images) {
+        out << "    " << img.arch << ": " << img.kernels.size() << " kernels, "
+            << (img.kind == gpu::GpuCodeKind::Ptx ? "PTX " : "HSA code object ") << img.code.size()
+            << " bytes\n";
+        size_t shown = 0;
+        for (const gpu::GpuKernelInfo& k : img.kernels) {
+          if (++shown > kMaxKernelsListed) {
+            out << "      ... " << img.kernels.size() - kMaxKernelsListed << " more\n";
+            break;
+          }
+          out << "      @" << k.name << ": workgroup [" << k.workgroupSize[0] << ", "
+              << k.workgroupSize[1] << ", " << k.workgroupSize[2] << "], shared "
+              << k.staticSharedBytes + k.dynamicSharedBytes << " bytes, kernargs " << k.kernargBytes
+              << " bytes\n";
+        }
       }
       continue;
     }

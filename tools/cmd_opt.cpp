@@ -1,6 +1,7 @@
 // `kiln opt`: parse, verify, run passes, print.
 #include <iostream>
 
+#include "backends/backend.h"
 #include "cli.h"
 #include "ir/text/printer.h"
 #include "ir/verify/verifier.h"
@@ -129,7 +130,9 @@ int runOpt(const std::vector<std::string>& args) {
   }
 
   if (emitKernels) {
-    std::cout << kernelReport(m, codegen->target);
+    auto report = kernelsReport(m, codegen->target);
+    if (!report.ok()) return fail(report.diags());
+    std::cout << *report;
     return 0;
   }
   PrintOptions printOpts;

@@ -6,6 +6,7 @@
 #include "backends/ref/ref_backend.h"
 #include "backends/sim/sim_backend.h"
 #include "ir/text/printer.h"
+#include "passes/codegen.h"
 #ifdef KILN_HAVE_LLVM
 #include "backends/amdgpu/amdgpu_backend.h"
 #include "backends/cpu/cpu_backend.h"
@@ -36,6 +37,19 @@ const TargetBackend* lookupTargetBackend(const std::string& name) {
   for (const TargetBackend* b : targetBackends())
     if (b->name() == name) return b;
   return nullptr;
+}
+
+Result<std::string> kernelsReport(const Module& m, const TargetDesc& target) {
+  std::string out = kernelReport(m, target);
+  std::vector<const Func*> kernels;
+  for (const auto& f : m.funcs())
+    if (isLoweredKernel(*f)) kernels.push_back(f.get());
+  for (const TargetBackend* b : targetBackends())
+    if (b->acceptsTarget(target.name)) {
+      KILN_TRY(std::string code, b->codeReport(m, kernels, target.name));
+      out += code;
+    }
+  return out;
 }
 
 std::string kernelIrText(const Module& m, const std::vector<const Func*>& kernels) {

@@ -19,6 +19,7 @@
 #include "ir/core/ir.h"
 #include "passes/compile_timer.h"
 #include "passes/pass_manager.h"
+#include "target/target.h"
 #include "target/tile_config.h"
 
 namespace kiln {
@@ -61,7 +62,19 @@ public:
   // The payload of the executable holding `kernels` (functions of `m`, in kernel order).
   virtual Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
                                         const BackendOptions& o) const = 0;
+  // What the compiled code says about each of `kernels` for codegen target `target`, one line
+  // per kernel (kiln compile --emit=kernels: registers, shared memory and scratch of GPU code),
+  // or "" when the backend reports nothing beyond kernelReport (passes/codegen.h).
+  virtual Result<std::string> codeReport(const Module& m, const std::vector<const Func*>& kernels,
+                                         const std::string& target) const {
+    (void)m, (void)kernels, (void)target;
+    return std::string();
+  }
 };
+
+// The --emit=kernels report: kernelReport for `target`, then the code report of the backend
+// that compiles for it (the module's lowered kernels, compiled once more to read their code).
+Result<std::string> kernelsReport(const Module& m, const TargetDesc& target);
 
 // Every backend built into this binary.
 const std::vector<const TargetBackend*>& targetBackends();

@@ -52,7 +52,9 @@ protected:
       k.stats.vgprs = km.vgprs;
       k.stats.sgprs = km.sgprs;
       k.stats.privateBytes = static_cast<uint32_t>(km.privateBytes);
-      k.stats.spills = km.vgprSpills + km.sgprSpills > 0;
+      // Registers spilled to scratch memory. SGPRs spill into VGPR lanes and, on gfx90a and
+      // gfx942, VGPRs into AGPRs: neither reaches memory, and the kernel's scratch stays 0.
+      k.stats.spills = km.vgprSpills + km.sgprSpills > 0 && km.privateBytes > 0;
     }
     return ok();
   }

@@ -325,6 +325,28 @@ Result<gpu::GpuImage> LlvmGpuBackend::compile(const Module& m,
   return img;
 }
 
+Result<std::string> LlvmGpuBackend::codeReport(const Module& m,
+                                               const std::vector<const Func*>& kernels,
+                                               const std::string& target) const {
+  GpuCompileOptions co;
+  KILN_TRY(gpu::GpuImage img, compile(m, kernels, target, co));
+  std::string out;
+  for (const gpu::GpuKernelInfo& k : img.kernels) {
+    out += "kernel @" + k.name + ": " + target + " code, " +
+           std::to_string(k.staticSharedBytes + k.dynamicSharedBytes) + " bytes shared (" +
+           (k.dynamicSharedBytes ? "dynamic" : "static") + "), waves of " +
+           std::to_string(k.subgroupSize);
+    if (img.kind == gpu::GpuCodeKind::HsaCodeObject)
+      out += ", " + std::to_string(k.stats.vgprs) + " VGPRs, " + std::to_string(k.stats.sgprs) +
+             " SGPRs, " + std::to_string(k.stats.privateBytes) + " bytes scratch" +
+             (k.stats.spills ? ", SPILLS" : ", no spills");
+    else
+      out += ", registers known after the driver's PTX JIT";
+    out += "\n";
+  }
+  return out;
+}
+
 Result<std::string> LlvmGpuBackend::serialize(const Module& m,
                                               const std::vector<const Func*>& kernels,
                                               const BackendOptions& o) const {

@@ -66,6 +66,8 @@ public:
                           const std::vector<DeviceTarget>& devices) const override;
   Result<std::string> serialize(const Module& m, const std::vector<const Func*>& kernels,
                                 const BackendOptions& o) const override;
+  Result<std::string> codeReport(const Module& m, const std::vector<const Func*>& kernels,
+                                 const std::string& target) const override;
   // The image for `target` (kiln compile --emit=kernels reads its kernels' stats).
   Result<gpu::GpuImage> compile(const Module& m, const std::vector<const Func*>& kernels,
                                 const std::string& target, const GpuCompileOptions& o) const;

@@ -54,7 +54,7 @@ struct GpuKernelStats {
   uint32_t vgprs = 0;
   uint32_t sgprs = 0;
   uint32_t privateBytes = 0; // scratch per thread (spills and private arrays)
-  bool spills = false;       // registers spilled to scratch
+  bool spills = false;       // registers spilled to scratch memory
 };
 
 struct GpuKernelInfo {
