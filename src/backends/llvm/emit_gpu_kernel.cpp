@@ -53,6 +53,7 @@ public:
                                        " and needs a power of two dividing the workgroup");
     dataIndices_ = dataDependentIndices(k_);
     symbols_ = pushConstantSymbols(k_);
+    index32_ = indicesFitInt32();
     EmittedGpuKernel out;
     out.entry = entry;
     out.symbols = symbols_;
@@ -135,7 +136,42 @@ private:
   }
 
   llvm::Value* dynamicExtent(size_t, int64_t, int64_t flat) override {
-    return fn_->getArg(extentBase_ + unsigned(flat));
+    return b_.CreateTrunc(fn_->getArg(extentBase_ + unsigned(flat)), indexTy(), "extent");
+  }
+
+  // Whether 32-bit index arithmetic is exact in this kernel: value bounds (with workgroup ids
+  // below the grid the kernel_config's operands give) put every index value, and every
+  // buffer's element count (the largest linear offset), within int32.
+  bool indicesFitInt32() {
+    constexpr int64_t kMax = INT32_MAX;
+    int64_t grid = 0;
+    for (size_t i = 0; i < 3 && i < config_->numOperands(); ++i) {
+      Range r = bounds_.of(config_->operand(i));
+      if (!r.known() || r.hi > kMax) return false;
+      grid = std::max(grid, r.hi);
+    }
+    bounds_ = ValueBounds(k_, syms_, grid);
+    for (size_t i = 0; i < k_.numArgs(); ++i) {
+      const Type& t = k_.arg(i)->type();
+      int64_t elems = 1;
+      for (int64_t d = 0; d < t.rank(); ++d) {
+        Range r = dimBounds(t.dim(d), syms_);
+        if (!r.known() || r.hi < 0 || (r.hi > 0 && elems > kMax / r.hi)) return false;
+        elems *= std::max<int64_t>(r.hi, 1);
+      }
+    }
+    bool fits = true;
+    auto check = [&](const Value* v) {
+      if (!v->type().isIndex()) return;
+      Range r = bounds_.of(v);
+      fits = fits && r.known() && r.lo >= -kMax && r.hi <= kMax;
+    };
+    walkOps(k_, [&](const Op& op) {
+      for (size_t r = 0; r < op.numResults(); ++r) check(op.result(r));
+      for (size_t g = 0; g < op.numRegions(); ++g)
+        for (size_t a = 0; a < op.region(g)->numArgs(); ++a) check(op.region(g)->arg(a));
+    });
+    return fits;
   }
 
   llvm::BasicBlock* failBlock(KilnCpuStatus status) override {
@@ -161,9 +197,9 @@ private:
                               nvvm_read_ptx_sreg_ctaid_z};
     static const ID nvLid[] = {nvvm_read_ptx_sreg_tid_x, nvvm_read_ptx_sreg_tid_y,
                                nvvm_read_ptx_sreg_tid_z};
-    if (!workgroup && workgroup_[axis] == 1) return b_.getInt64(0);
+    if (!workgroup && workgroup_[axis] == 1) return idx(0);
     ID id = amd() ? (workgroup ? amdWg : amdLid)[axis] : (workgroup ? nvWg : nvLid)[axis];
-    return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), workgroup ? "wg" : "lid");
+    return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), indexTy(), workgroup ? "wg" : "lid");
   }
 
   // x fastest, then y, then z (the kernel IR's order of a workgroup's threads).
@@ -171,8 +207,8 @@ private:
     llvm::Value* x = idIntrinsic(false, 0);
     llvm::Value* y = idIntrinsic(false, 1);
     llvm::Value* z = idIntrinsic(false, 2);
-    llvm::Value* wx = b_.getInt64(static_cast<uint64_t>(workgroup_[0]));
-    llvm::Value* wy = b_.getInt64(static_cast<uint64_t>(workgroup_[1]));
+    llvm::Value* wx = idx(workgroup_[0]);
+    llvm::Value* wy = idx(workgroup_[1]);
     return b_.CreateAdd(x, b_.CreateMul(wx, b_.CreateAdd(y, b_.CreateMul(wy, z), "", true, true)),
                         "tid", true, true);
   }
@@ -190,7 +226,7 @@ private:
 
   // The value of `v` (an i32) in hardware lane `src` of this wave or warp.
   llvm::Value* shuffle32(llvm::Value* v, llvm::Value* src) {
-    llvm::Value* src32 = b_.CreateTrunc(src, b_.getInt32Ty());
+    llvm::Value* src32 = b_.CreateZExtOrTrunc(src, b_.getInt32Ty());
     if (amd())
       return b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_ds_bpermute, {},
                                 {b_.CreateShl(src32, 2), v});
@@ -220,9 +256,7 @@ private:
     return t->isIntegerTy() ? r : b_.CreateBitCast(r, t);
   }
 
-  llvm::Value* hardwareLane() {
-    return b_.CreateURem(linearThread_, b_.getInt64(static_cast<uint64_t>(o_.waveSize)));
-  }
+  llvm::Value* hardwareLane() { return b_.CreateURem(linearThread_, idx(o_.waveSize)); }
 
   // Two lanes' values combined as subgroup_reduce's `fn` does (index values are i64).
   Result<llvm::Value*> combine(const Op& op, const Type& t, llvm::Value* a, llvm::Value* x) {
@@ -268,9 +302,7 @@ private:
       set(res, idIntrinsic(op.kind() == OpKind::WorkgroupId, int(axis)));
       return ok();
     }
-    case OpKind::LaneId:
-      set(res, b_.CreateURem(linearThread_, b_.getInt64(static_cast<uint64_t>(subgroup_))));
-      return ok();
+    case OpKind::LaneId: set(res, b_.CreateURem(linearThread_, idx(subgroup_))); return ok();
     case OpKind::SubgroupBroadcast:
     case OpKind::SubgroupShuffle:
     case OpKind::SubgroupReduce: {
@@ -283,15 +315,13 @@ private:
       llvm::Value* lane = hardwareLane();
       if (op.kind() != OpKind::SubgroupReduce) {
         // Lane `in(1)` of this thread's subgroup.
-        llvm::Value* base =
-            b_.CreateSub(lane, b_.CreateURem(lane, b_.getInt64(static_cast<uint64_t>(subgroup_))));
+        llvm::Value* base = b_.CreateSub(lane, b_.CreateURem(lane, idx(subgroup_)));
         set(res, shuffle(in(0), b_.CreateAdd(base, in(1))));
         return ok();
       }
       llvm::Value* v = in(0);
       for (int64_t off = subgroup_ / 2; off >= 1; off /= 2) {
-        llvm::Value* other =
-            shuffle(v, b_.CreateXor(lane, b_.getInt64(static_cast<uint64_t>(off))));
+        llvm::Value* other = shuffle(v, b_.CreateXor(lane, idx(off)));
         KILN_TRY(v, combine(op, res->type(), v, other));
       }
       set(res, v);
@@ -301,7 +331,7 @@ private:
       std::string name = op.attrs().getStr("name");
       for (size_t k = 0; k < symbols_.size(); ++k)
         if (symbols_[k] == name) {
-          set(res, fn_->getArg(symbolBase_ + unsigned(k)));
+          set(res, b_.CreateTrunc(fn_->getArg(symbolBase_ + unsigned(k)), indexTy(), name));
           return ok();
         }
       return error(op.loc(), "internal: symbol '" + name + "' is not among kernel @" + k_.name() +
@@ -339,7 +369,7 @@ private:
       Buf buf;
       buf.elem = t.elem();
       for (int64_t d = 0; d < t.rank(); ++d) {
-        buf.extents.push_back(b_.getInt64(static_cast<uint64_t>(t.dim(d).value())));
+        buf.extents.push_back(idx(t.dim(d).value()));
         buf.minExtents.push_back(t.dim(d).value());
       }
       if (t.space() == MemSpace::Private) {
@@ -378,11 +408,11 @@ private:
   // over them, then meet at a barrier.
   Status zeroShared() {
     if (shared_.empty()) return ok();
-    llvm::Value* step = b_.getInt64(static_cast<uint64_t>(threads_));
+    llvm::Value* step = idx(threads_);
     for (const auto& [v, count] : shared_) {
       const Buf& buf = bufs_.at(v);
       llvm::Type* st = storageType(c_, buf.elem);
-      KILN_CHECK(loop(linearThread_, b_.getInt64(count), step, [&](llvm::Value* i) -> Status {
+      KILN_CHECK(loop(linearThread_, idx(int64_t(count)), step, [&](llvm::Value* i) -> Status {
         b_.CreateStore(llvm::Constant::getNullValue(st), b_.CreateInBoundsGEP(st, buf.base, i));
         return ok();
       }));

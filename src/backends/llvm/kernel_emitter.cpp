@@ -69,9 +69,8 @@ Status KernelEmitter::bindArguments() {
     for (int64_t d = 0; d < t.rank(); ++d, ++extentAt) {
       Range r = dimBounds(t.dim(d), syms_);
       buf.minExtents.push_back(r.lo > 0 ? r.lo : 0);
-      buf.extents.push_back(t.dim(d).isStatic()
-                                ? b_.getInt64(static_cast<uint64_t>(t.dim(d).value()))
-                                : dynamicExtent(i, d, extentAt));
+      buf.extents.push_back(t.dim(d).isStatic() ? idx(t.dim(d).value())
+                                                : dynamicExtent(i, d, extentAt));
     }
     bufs_[k_.arg(i)] = buf;
   }
@@ -86,7 +85,7 @@ void KernelEmitter::check(llvm::Value* okCond, KilnCpuStatus status) {
 }
 
 llvm::Type* KernelEmitter::valueType(const Type& t) {
-  if (t.isIndex()) return b_.getInt64Ty();
+  if (t.isIndex()) return indexTy();
   if (t.isVector())
     return llvm::FixedVectorType::get(scalarType(c_, t.elem()),
                                       static_cast<unsigned>(t.dim(0).value()));
@@ -108,7 +107,7 @@ Status KernelEmitter::emitNode(const Node& n) {
   llvm::Value* lo = get(op.operand(0));
   llvm::Value* hi = get(op.operand(1));
   llvm::Value* step = get(op.operand(2));
-  check(b_.CreateICmpSGT(step, b_.getInt64(0)), kKilnCpuBadLoopStep);
+  check(b_.CreateICmpSGT(step, idx(0)), kKilnCpuBadLoopStep);
   std::vector<llvm::Value*> inits;
   for (size_t k = 3; k < op.numOperands(); ++k) inits.push_back(get(op.operand(k)));
   const Block& body = *op.region(0);
@@ -174,12 +173,12 @@ Result<llvm::Value*> KernelEmitter::address(const Op& op, const Value* bufVal, s
     llvm::Value* c =
         span == 1
             ? b_.CreateICmpULT(idx, buf.extents[d])
-            : b_.CreateAnd(b_.CreateICmpSGE(idx, b_.getInt64(0)),
-                           b_.CreateICmpSLE(idx, b_.CreateSub(buf.extents[d], b_.getInt64(span))));
+            : b_.CreateAnd(b_.CreateICmpSGE(idx, this->idx(0)),
+                           b_.CreateICmpSLE(idx, b_.CreateSub(buf.extents[d], this->idx(span))));
     inRange = inRange ? b_.CreateAnd(inRange, c) : c;
   }
   if (inRange) check(inRange, kKilnCpuIndexOutOfRange);
-  llvm::Value* off = b_.getInt64(0);
+  llvm::Value* off = idx(0);
   for (size_t d = 0; d < count; ++d) {
     llvm::Value* idx = get(op.operand(first + d));
     off = d == 0 ? idx
@@ -187,8 +186,7 @@ Result<llvm::Value*> KernelEmitter::address(const Op& op, const Value* bufVal, s
                                 true);
   }
   if (buf.perThread)
-    off = b_.CreateAdd(b_.CreateMul(thread_, b_.getInt64(static_cast<uint64_t>(buf.perThread))),
-                       off, "", false, true);
+    off = b_.CreateAdd(b_.CreateMul(thread_, idx(buf.perThread)), off, "", false, true);
   return b_.CreateInBoundsGEP(storageType(c_, buf.elem), buf.base, off);
 }
 
@@ -205,13 +203,11 @@ llvm::Align KernelEmitter::alignOf(ElemType e) {
 Status KernelEmitter::emitOp(const Op& op) {
   auto in = [&](size_t i) { return get(op.operand(i)); };
   const Value* res = op.numResults() ? op.result(0) : nullptr;
-  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* it = indexTy();
   switch (op.kind()) {
   case OpKind::KernelConfig:
   case OpKind::Return: return ok();
-  case OpKind::IConst:
-    set(res, b_.getInt64(static_cast<uint64_t>(op.attrs().getInt("value"))));
-    return ok();
+  case OpKind::IConst: set(res, idx(op.attrs().getInt("value"))); return ok();
   case OpKind::SConst:
     set(res, scalarConstant(b_, res->type().elem(), op.attrs().getFloat("value")));
     return ok();
@@ -245,9 +241,12 @@ Status KernelEmitter::emitOp(const Op& op) {
     if (res->type().isIndex()) {
       ElemType e = from.elem();
       bool u = isUnsignedInt(e) || e == ElemType::I1;
-      set(res, from.isIndex() ? in(0) : u ? b_.CreateZExt(in(0), i64) : b_.CreateSExt(in(0), i64));
+      set(res, from.isIndex() ? in(0)
+               : u            ? b_.CreateZExtOrTrunc(in(0), it)
+                              : b_.CreateSExtOrTrunc(in(0), it));
     } else {
-      set(res, convert(b_, ElemType::I64, res->type().elem(), in(0)));
+      set(res,
+          convert(b_, ElemType::I64, res->type().elem(), b_.CreateSExt(in(0), b_.getInt64Ty())));
     }
     return ok();
   }
@@ -370,7 +369,7 @@ bool KernelEmitter::isWideAccumulation(const Op& op) const {
 }
 
 Result<llvm::Value*> KernelEmitter::address0(const Buf& buf) {
-  llvm::Value* off = b_.CreateMul(thread_, b_.getInt64(static_cast<uint64_t>(buf.perThread)));
+  llvm::Value* off = b_.CreateMul(thread_, idx(buf.perThread));
   return b_.CreateInBoundsGEP(storageType(c_, buf.elem), buf.base, off);
 }
 
@@ -381,8 +380,8 @@ Status KernelEmitter::emitIndexDivision(const Op& op) {
   llvm::Value* d = get(op.operand(1));
   Range ra = bounds_.of(op.operand(0));
   Range rd = bounds_.of(op.operand(1));
-  llvm::Value* zero = b_.getInt64(0);
-  llvm::Value* one = b_.getInt64(1);
+  llvm::Value* zero = idx(0);
+  llvm::Value* one = idx(1);
   if (!(rd.lo > 0 || rd.hi < 0)) check(b_.CreateICmpNE(d, zero), kKilnCpuIndexDivByZero);
   llvm::Value* r = nullptr;
   if (ra.lo >= 0 && rd.lo > 0) {
@@ -390,7 +389,7 @@ Status KernelEmitter::emitIndexDivision(const Op& op) {
     case OpKind::IFloorDiv: r = b_.CreateUDiv(a, d); break;
     case OpKind::ICeilDiv:
       r = b_.CreateAdd(b_.CreateUDiv(a, d),
-                       b_.CreateZExt(b_.CreateICmpNE(b_.CreateURem(a, d), zero), b_.getInt64Ty()));
+                       b_.CreateZExt(b_.CreateICmpNE(b_.CreateURem(a, d), zero), indexTy()));
       break;
     default: r = b_.CreateURem(a, d); break;
     }
@@ -399,20 +398,18 @@ Status KernelEmitter::emitIndexDivision(const Op& op) {
   }
   // Avoid INT64_MIN / -1 (the simulator reports it; here it gives a defined value).
   llvm::Value* safe = b_.CreateSelect(b_.CreateICmpEQ(d, zero), one, d);
-  llvm::Value* q =
-      b_.CreateSDiv(a, b_.CreateSelect(b_.CreateICmpEQ(safe, b_.getInt64(-1)), one, safe));
-  q = b_.CreateSelect(b_.CreateICmpEQ(safe, b_.getInt64(-1)), b_.CreateSub(zero, a), q);
+  llvm::Value* q = b_.CreateSDiv(a, b_.CreateSelect(b_.CreateICmpEQ(safe, idx(-1)), one, safe));
+  q = b_.CreateSelect(b_.CreateICmpEQ(safe, idx(-1)), b_.CreateSub(zero, a), q);
   llvm::Value* rem = b_.CreateSub(a, b_.CreateMul(q, safe));
   llvm::Value* inexact = b_.CreateICmpNE(rem, zero);
   llvm::Value* signsDiffer =
       b_.CreateXor(b_.CreateICmpSLT(rem, zero), b_.CreateICmpSLT(safe, zero));
   switch (op.kind()) {
   case OpKind::IFloorDiv:
-    r = b_.CreateSub(q, b_.CreateZExt(b_.CreateAnd(inexact, signsDiffer), b_.getInt64Ty()));
+    r = b_.CreateSub(q, b_.CreateZExt(b_.CreateAnd(inexact, signsDiffer), indexTy()));
     break;
   case OpKind::ICeilDiv:
-    r = b_.CreateAdd(
-        q, b_.CreateZExt(b_.CreateAnd(inexact, b_.CreateNot(signsDiffer)), b_.getInt64Ty()));
+    r = b_.CreateAdd(q, b_.CreateZExt(b_.CreateAnd(inexact, b_.CreateNot(signsDiffer)), indexTy()));
     break;
   default:
     r = b_.CreateSelect(b_.CreateAnd(inexact, signsDiffer), b_.CreateAdd(rem, safe), rem);

@@ -81,6 +81,11 @@ protected:
   virtual llvm::Value* get(const Value* v) { return vals_.at(v); }
   virtual void set(const Value* v, llvm::Value* x) { vals_[v] = x; }
   llvm::Type* valueType(const Type& t);
+  // Index values: i64, or i32 in a GPU kernel whose every index value bounds prove to fit.
+  llvm::Type* indexTy() { return index32_ ? b_.getInt32Ty() : b_.getInt64Ty(); }
+  llvm::Value* idx(int64_t v) {
+    return llvm::ConstantInt::get(indexTy(), static_cast<uint64_t>(v), true);
+  }
   // The values a region's yield hands back, read after its ops are emitted.
   std::vector<llvm::Value*> yielded(const Block& b);
 
@@ -126,6 +131,7 @@ protected:
   // a K loop over shared tiles, whose body is a whole tile's work).
   bool keepLoop_ = false;
   bool keepBarrierLoops_ = false;
+  bool index32_ = false; // see indexTy()
 };
 
 template <typename F>
@@ -151,7 +157,7 @@ KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
   auto* exit = llvm::BasicBlock::Create(c_, "loop.end", fn_);
   b_.CreateCondBr(b_.CreateICmpSLT(lo, hi), header, exit);
   b_.SetInsertPoint(header);
-  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
+  llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
   iv->addIncoming(lo, pre);
   std::vector<llvm::PHINode*> carried;
   std::vector<llvm::Value*> carriedValues;
