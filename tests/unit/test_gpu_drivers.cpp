@@ -173,6 +173,22 @@ std::string dispatch(hal::Device& dev, Launch& l, hal::Workgroups grid,
   return s.ok() ? "" : firstError(s.diags());
 }
 
+// The block the fake received for dispatch(): both buffers' addresses, the extents 4, 8 and 8,
+// the push constant, the status word's address.
+void checkKernargs(const Fake& fake, Launch& l, int64_t push) {
+  std::vector<uint64_t> w = fake.kernargs();
+  REQUIRE(w.size() == 7);
+  CHECK(w[0] == addressOf(*l.in));
+  CHECK(w[1] == addressOf(*l.out));
+  CHECK(w[2] == 4);
+  CHECK(w[3] == 8);
+  CHECK(w[4] == 8);
+  CHECK(w[5] == uint64_t(push));
+  CHECK(w[6] != 0);
+  CHECK(w[6] != w[0]);
+  CHECK(w[6] != w[1]);
+}
+
 struct Recorder : hal::DispatchProfiler {
   std::vector<double> seconds;
   void record(const hal::Executable&, size_t, const hal::Workgroups&, double s) override {
@@ -336,15 +352,7 @@ TEST_CASE("hip: load and launch pass the ABI's kernarg block") {
   CHECK(l.exe->numKernels() == 1);
   CHECK(l.exe->kernelName(0) == "main_dispatch_0");
   CHECK(dispatch(*dev, l, {3, 2, 1}, {7}) == "");
-  std::vector<uint64_t> w = fake.kernargs();
-  REQUIRE(w.size() == 7);
-  CHECK(w[0] == addressOf(*l.in));
-  CHECK(w[1] == addressOf(*l.out));
-  CHECK(w[2] == 4);
-  CHECK(w[3] == 8);
-  CHECK(w[4] == 8);
-  CHECK(w[5] == 7);
-  CHECK(w[6] != 0); // the status word
+  checkKernargs(fake, l, 7);
   std::string log = fake.log();
   CHECK(contains(log, "hipModuleGetFunction(main_dispatch_0)"));
   CHECK(contains(log, "hipModuleLaunchKernel(main_dispatch_0 grid 3,2,1 block 64,1,1 shared 0 "
@@ -412,6 +420,35 @@ TEST_CASE("hip: load refuses what the device cannot run") {
   CHECK(contains(firstError(dev->loadExecutable("amdgpu", serializeGpuPayload(p)).diags()),
                  "hipModuleGetFunction of 'missing_entry' (kernel @main_dispatch_0) failed: "
                  "hipErrorNotFound"));
+}
+
+TEST_CASE("hip: tensor-level kernels of a `ref` executable run between the stream's commands") {
+  Fake fake = hipFake();
+  auto dev = open(hal::hip::hipDriver());
+  const char* twice = R"(symbol n in [0, 1048576]
+func @twice(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = add %x, %x : tensor<{n}xf32>
+  return %0
+}
+)";
+  Result<std::unique_ptr<hal::Executable>> exe = dev->loadExecutable("ref", twice);
+  REQUIRE(exe.ok());
+  auto a = allocate(*dev, 12), b = allocate(*dev, 12), c = allocate(*dev, 12);
+  std::vector<float> in = {1, 2, 3};
+  REQUIRE(a->write(0, in.data(), 12).ok());
+  // copy a -> b on the stream, then b * 2 -> c on the interpreter: the copy must have finished.
+  auto cb = dev->createCommandBuffer();
+  cb->copy(*a, 0, *b, 0, 12);
+  cb->dispatch(**exe, 0, {1, 1, 1}, {3},
+               {{b.get(), ElemType::F32, {3}}, {c.get(), ElemType::F32, {3}}});
+  auto sem = dev->createSemaphore(0);
+  REQUIRE(dev->submit(*cb, nullptr, 0, *sem, 1).ok());
+  std::vector<float> out(3);
+  REQUIRE(c->read(0, out.data(), 12).ok());
+  CHECK(out == std::vector<float>{2, 4, 6});
+  std::string log = fake.log();
+  CHECK(log.find("hipMemcpyAsync(12, kind 3)") < log.find("hipStreamSynchronize"));
+  CHECK(log.find("hipStreamSynchronize") < log.find("hipMemcpy(12, kind 2)"));
 }
 
 TEST_CASE("hip: failures of the library are errors") {
@@ -501,14 +538,7 @@ TEST_CASE("cuda: buffers and launches in the primary context") {
   REQUIRE(l.in->read(0, back.data(), 128).ok());
   CHECK(back == in);
   CHECK(dispatch(*dev, l, {5, 1, 2}, {-1}) == "");
-  std::vector<uint64_t> w = fake.kernargs();
-  REQUIRE(w.size() == 7);
-  CHECK(w[0] == addressOf(*l.in));
-  CHECK(w[1] == addressOf(*l.out));
-  CHECK(w[2] == 4);
-  CHECK(w[3] == 8);
-  CHECK(w[4] == 8);
-  CHECK(w[5] == uint64_t(-1));
+  checkKernargs(fake, l, -1);
   std::string log = fake.log();
   CHECK(contains(log, "cuDevicePrimaryCtxRetain(0)"));
   CHECK(contains(log, "cuModuleLoadDataEx(2 options)"));
