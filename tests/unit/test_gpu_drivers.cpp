@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ir/text/parser.h"
 #include "runtime/cuda/cuda.h"
+#include "runtime/executor.h"
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/kernargs.h"
 #include "runtime/gpu/payload.h"
@@ -501,6 +503,57 @@ TEST_CASE("hip: profiles time each dispatch with events") {
   dev->setProfiler(nullptr);
   REQUIRE(rec.seconds.size() == 2);
   CHECK(rec.seconds[0] == doctest::Approx(0.001)); // the fake's clock: 1 ms per event
+}
+
+TEST_CASE("hip: the executor runs a schedule's launches on hip[0]") {
+  Fake fake = hipFake();
+  // What the compiler makes of `abs` over tensor<{n}xf32> for a GPU device: upload, allocate,
+  // launch over n/64 workgroups with n as the push constant, read back.
+  Result<std::unique_ptr<Module>> host = parseModule(R"(symbol n in [1, 65536]
+
+func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = transfer_to %x {device = "hip[0]"} : tensor<{n}xf32>
+  %1 = alloc_buffer {device = "hip[0]"} : tensor<{n}xf32>
+  launch %0, %1 {device = "hip[0]", kernel = "main_dispatch_0", outputs = 1, push = ["n"], workgroups = ["n ceildiv 64", "1", "1"]}
+  free %0
+  wait {device = "hip[0]"}
+  return %1
+}
+)",
+                                                     "schedule.kir");
+  REQUIRE(host.ok());
+  GpuKernelInfo k = kernel();
+  k.args = {{ElemType::F32, 1, false}, {ElemType::F32, 1, true}};
+  k.kernargBytes = kernargBytes(k.args, 1);
+  Program p;
+  p.host = std::shared_ptr<Module>(host.take());
+  p.entries = {"main"};
+  p.devices = {"hip[0]"};
+  p.executables = {{"amdgpu", amdPayload({k})}};
+  Result<std::unique_ptr<Executor>> ex = Executor::create(std::make_shared<const Program>(p));
+  REQUIRE(ex.ok());
+  HostTensor x(ElemType::F32, {100});
+  Result<std::vector<HostTensor>> r = (*ex)->call("main", {x});
+  INFO((r.ok() ? std::string() : firstError(r.diags())));
+  REQUIRE(r.ok());
+  CHECK((*r)[0].shape() == std::vector<int64_t>{100});
+  std::string log = fake.log();
+  CHECK(contains(log, "hipMemcpy(400, kind 1)"));
+  CHECK(contains(log, "hipModuleLaunchKernel(main_dispatch_0 grid 2,1,1 block 64,1,1 shared 0 "
+                      "kernarg 48)"));
+  CHECK(contains(log, "hipMemcpy(400, kind 2)"));
+  std::vector<uint64_t> w = fake.kernargs();
+  REQUIRE(w.size() == 6);
+  CHECK(w[2] == 100); // the input's extent
+  CHECK(w[3] == 100); // the output's
+  CHECK(w[4] == 100); // n
+
+  // A status a kernel stored fails the call with the kernel's name.
+  fake.set("status", "2");
+  Result<std::vector<HostTensor>> failed = (*ex)->call("main", {x});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(contains(firstError(failed.diags()),
+                 "kernel @main_dispatch_0 on hip[0] (Fake AMD GPU 0): loop step is not positive"));
 }
 
 TEST_CASE("hip: a missing library is a reason, not a crash") {
