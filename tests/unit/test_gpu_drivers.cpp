@@ -556,6 +556,74 @@ func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
                  "kernel @main_dispatch_0 on hip[0] (Fake AMD GPU 0): loop step is not positive"));
 }
 
+namespace {
+
+// Opens device 0 of `driver`, uploads, loads `payload`, copies, fills, launches and reads back;
+// the first error, or "" when everything ran.
+std::string wholeRun(hal::Driver* driver, const std::string& target, const std::string& payload) {
+  Result<std::shared_ptr<hal::Device>> dev = driver->open(0);
+  if (!dev.ok()) return firstError(dev.diags());
+  Result<std::unique_ptr<hal::Buffer>> in = (*dev)->allocate(128), out = (*dev)->allocate(32);
+  if (!in.ok()) return firstError(in.diags());
+  if (!out.ok()) return firstError(out.diags());
+  std::vector<uint8_t> bytes(128, 1);
+  if (Status s = (*in)->write(0, bytes.data(), 128); !s.ok()) return firstError(s.diags());
+  Result<std::unique_ptr<hal::Executable>> exe = (*dev)->loadExecutable(target, payload);
+  if (!exe.ok()) return firstError(exe.diags());
+  auto cb = (*dev)->createCommandBuffer();
+  cb->copy(**in, 0, **out, 0, 16);
+  cb->fill(**out, 16, 16, 7);
+  cb->dispatch(**exe, 0, {2, 1, 1}, {3},
+               {{in->get(), ElemType::F32, {4, 8}}, {out->get(), ElemType::F32, {8}}});
+  auto sem = (*dev)->createSemaphore(0);
+  if (Status s = (*dev)->submit(*cb, nullptr, 0, *sem, 1); !s.ok()) return firstError(s.diags());
+  if (Status s = (*out)->read(0, bytes.data(), 32); !s.ok()) return firstError(s.diags());
+  return "";
+}
+
+// Makes each of `calls` fail at its first, second and third use in a whole run: every failure
+// is an error that names the call, the device still works afterwards.
+void failEachCall(const Fake& fake, hal::Driver* driver, const std::string& target,
+                  const std::string& payload, const std::vector<std::string>& calls) {
+  for (const std::string& call : calls) {
+    CAPTURE(call);
+    int injected = 0;
+    for (int n = 1; n <= 3; ++n) {
+      CAPTURE(n);
+      fake.reset();
+      fake.set("fail", (call + " " + std::to_string(n)).c_str());
+      std::string e = wholeRun(driver, target, payload);
+      if (contains(fake.log(), "failed on request")) {
+        ++injected;
+        CHECK(contains(e, "error: "));
+        CHECK(contains(e, call.substr(0, call.find('_'))));
+      } else {
+        CHECK(e == ""); // the run makes fewer than n such calls
+      }
+      fake.reset();
+      CHECK(wholeRun(driver, target, payload) == "");
+    }
+    CHECK(injected > 0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("hip: each failing call is an error") {
+  Fake fake = hipFake();
+  failEachCall(fake, hal::hip::hipDriver(), "amdgpu", amdPayload(),
+               {"hipMalloc", "hipMemcpy", "hipMemcpyAsync", "hipMemsetAsync", "hipStreamCreate",
+                "hipStreamSynchronize", "hipModuleLoadData", "hipModuleLaunchKernel"});
+}
+
+TEST_CASE("cuda: each failing call is an error") {
+  Fake fake = cudaFake();
+  failEachCall(fake, hal::cuda::cudaDriver(), "cuda", cudaPayload(),
+               {"cuDevicePrimaryCtxRetain", "cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
+                "cuMemcpyDtoDAsync_v2", "cuMemsetD8Async", "cuStreamCreate", "cuStreamSynchronize",
+                "cuLaunchKernel"});
+}
+
 TEST_CASE("hip: a missing library is a reason, not a crash") {
   setenv("KILN_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
   hal::Driver* d = hal::hip::hipDriver();
