@@ -234,6 +234,14 @@ TEST_CASE("gpu payload: corrupt payloads are errors") {
     Result<GpuPayload> r = parseGpuPayload(bytes.substr(0, n));
     CHECK_FALSE(r.ok());
   }
+  // Every flipped byte is refused or parses to a payload that serializes back to those bytes.
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string flipped = bytes;
+    flipped[i] = char(flipped[i] ^ 0x5a);
+    Result<GpuPayload> r = parseGpuPayload(flipped);
+    CAPTURE(i);
+    if (r.ok()) CHECK(serializeGpuPayload(*r) == flipped);
+  }
   CHECK(contains(firstError(parseGpuPayload("KILNGPU0").diags()), "no KILNGPU1 header"));
   CHECK(contains(firstError(parseGpuPayload(bytes + "x").diags()), "1 bytes after its last"));
 
