@@ -712,6 +712,13 @@ TEST_CASE("cuda: more than 48 KiB of dynamic shared memory is opted into") {
   CHECK(dispatch(*dev, l, {1, 1, 1}) == "");
   CHECK(contains(fake.log(), "shared 100000 kernarg 56"));
 
+  // Static and dynamic together above 48 KiB opt in too.
+  k.staticSharedBytes = 40000;
+  k.dynamicSharedBytes = 20000;
+  Launch both = prepare(*dev, "cuda", cudaPayload({k}));
+  CHECK(contains(fake.log(), "cuFuncSetAttribute(8, 20000)"));
+  k.staticSharedBytes = 0;
+
   k.dynamicSharedBytes = 240000;
   Result<std::unique_ptr<hal::Executable>> r = dev->loadExecutable("cuda", cudaPayload({k}));
   REQUIRE_FALSE(r.ok());

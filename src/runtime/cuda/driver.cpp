@@ -142,7 +142,9 @@ public:
     KILN_CHECK(
         check("cuModuleGetFunction of '" + k.entry + "' (kernel @" + k.name + ")",
               cu_->cuModuleGetFunction(&fn, static_cast<CUmodule>(module), k.entry.c_str())));
-    if (k.dynamicSharedBytes > kDefaultDynamicSharedBytes)
+    // Above 48 KiB in all, the kernel must opt in to its dynamic part (the device's opt-in
+    // maximum was checked at load).
+    if (uint64_t(k.staticSharedBytes) + k.dynamicSharedBytes > kDefaultSharedBytes)
       KILN_CHECK(check("cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
                            std::to_string(k.dynamicSharedBytes) + ") for kernel @" + k.name,
                        cu_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
