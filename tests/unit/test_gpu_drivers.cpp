@@ -379,6 +379,7 @@ TEST_CASE("hip: load and launch pass the ABI's kernarg block") {
                  "kernel @main_dispatch_0 on hip[0]: grid 1x70000x1 exceeds the device's 65536 "
                  "workgroups along axis 1"));
   CHECK(contains(dispatch(*dev, l, {1, 1, 1}, {}), "reads 1 push constants, the dispatch has 0"));
+  CHECK(contains(dispatch(*dev, l, {-1, 1, 1}), "has an invalid grid -1x1x1"));
 }
 
 TEST_CASE("hip: the image of the device's arch is chosen, a mismatch lists both") {
