@@ -11,7 +11,10 @@ Lists the devices every available driver sees, one per line: KIND[N], the execut
 target, a description and the memory limit; a driver whose system library or driver is
 missing prints why it has no devices. `vulkan` devices: every device with a compute queue
 that the Vulkan loader offers (name, driver, memory, subgroup size, shared-memory and
-workgroup limits). `ref` devices: ref[0]..ref[7], or set
+workgroup limits). `hip` and `cuda` devices: every AMD GPU the HIP runtime offers
+(libamdhip64.so, or the library KILN_HIP_LIBRARY names) and every NVIDIA GPU the CUDA driver
+offers (libcuda.so.1, or KILN_CUDA_LIBRARY), with name, architecture (gcnArchName, sm_XY),
+memory and limits. `ref` devices: ref[0]..ref[7], or set
 KILN_REF_DEVICES=N (1 to 64) for ref[0]..ref[N-1].
 )";
 

@@ -14,6 +14,8 @@ config.test_exec_root = config.kiln_lit_build_dir
 
 config.substitutions.append(("%kiln-simcheck", os.path.join(os.path.dirname(config.kiln_fuzz_dir), "sim", "kiln-simcheck")))
 config.substitutions.append(("%kiln-graphgen", os.path.join(config.kiln_fuzz_dir, "kiln-graphgen")))
+# The fake libamdhip64.so and libcuda.so.1 (tests/fake_gpu) that the hip and cuda drivers open.
+config.substitutions.append(("%fake-gpu", os.path.join(os.path.dirname(config.kiln_fuzz_dir), "fake_gpu")))
 config.substitutions.append(("%kiln", os.path.join(config.kiln_tools_dir, "kiln")))
 config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "FileCheck")))
 config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not")))

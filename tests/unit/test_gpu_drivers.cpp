@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ir/text/parser.h"
 #include "runtime/cuda/cuda.h"
+#include "runtime/executor.h"
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/kernargs.h"
 #include "runtime/gpu/payload.h"
@@ -173,6 +175,22 @@ std::string dispatch(hal::Device& dev, Launch& l, hal::Workgroups grid,
   return s.ok() ? "" : firstError(s.diags());
 }
 
+// The block the fake received for dispatch(): both buffers' addresses, the extents 4, 8 and 8,
+// the push constant, the status word's address.
+void checkKernargs(const Fake& fake, Launch& l, int64_t push) {
+  std::vector<uint64_t> w = fake.kernargs();
+  REQUIRE(w.size() == 7);
+  CHECK(w[0] == addressOf(*l.in));
+  CHECK(w[1] == addressOf(*l.out));
+  CHECK(w[2] == 4);
+  CHECK(w[3] == 8);
+  CHECK(w[4] == 8);
+  CHECK(w[5] == uint64_t(push));
+  CHECK(w[6] != 0);
+  CHECK(w[6] != w[0]);
+  CHECK(w[6] != w[1]);
+}
+
 struct Recorder : hal::DispatchProfiler {
   std::vector<double> seconds;
   void record(const hal::Executable&, size_t, const hal::Workgroups&, double s) override {
@@ -215,6 +233,14 @@ TEST_CASE("gpu payload: corrupt payloads are errors") {
   for (size_t n = 0; n < bytes.size(); ++n) {
     Result<GpuPayload> r = parseGpuPayload(bytes.substr(0, n));
     CHECK_FALSE(r.ok());
+  }
+  // Every flipped byte is refused or parses to a payload that serializes back to those bytes.
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string flipped = bytes;
+    flipped[i] = char(flipped[i] ^ 0x5a);
+    Result<GpuPayload> r = parseGpuPayload(flipped);
+    CAPTURE(i);
+    if (r.ok()) CHECK(serializeGpuPayload(*r) == flipped);
   }
   CHECK(contains(firstError(parseGpuPayload("KILNGPU0").diags()), "no KILNGPU1 header"));
   CHECK(contains(firstError(parseGpuPayload(bytes + "x").diags()), "1 bytes after its last"));
@@ -336,15 +362,7 @@ TEST_CASE("hip: load and launch pass the ABI's kernarg block") {
   CHECK(l.exe->numKernels() == 1);
   CHECK(l.exe->kernelName(0) == "main_dispatch_0");
   CHECK(dispatch(*dev, l, {3, 2, 1}, {7}) == "");
-  std::vector<uint64_t> w = fake.kernargs();
-  REQUIRE(w.size() == 7);
-  CHECK(w[0] == addressOf(*l.in));
-  CHECK(w[1] == addressOf(*l.out));
-  CHECK(w[2] == 4);
-  CHECK(w[3] == 8);
-  CHECK(w[4] == 8);
-  CHECK(w[5] == 7);
-  CHECK(w[6] != 0); // the status word
+  checkKernargs(fake, l, 7);
   std::string log = fake.log();
   CHECK(contains(log, "hipModuleGetFunction(main_dispatch_0)"));
   CHECK(contains(log, "hipModuleLaunchKernel(main_dispatch_0 grid 3,2,1 block 64,1,1 shared 0 "
@@ -361,6 +379,7 @@ TEST_CASE("hip: load and launch pass the ABI's kernarg block") {
                  "kernel @main_dispatch_0 on hip[0]: grid 1x70000x1 exceeds the device's 65536 "
                  "workgroups along axis 1"));
   CHECK(contains(dispatch(*dev, l, {1, 1, 1}, {}), "reads 1 push constants, the dispatch has 0"));
+  CHECK(contains(dispatch(*dev, l, {-1, 1, 1}), "has an invalid grid -1x1x1"));
 }
 
 TEST_CASE("hip: the image of the device's arch is chosen, a mismatch lists both") {
@@ -412,6 +431,35 @@ TEST_CASE("hip: load refuses what the device cannot run") {
   CHECK(contains(firstError(dev->loadExecutable("amdgpu", serializeGpuPayload(p)).diags()),
                  "hipModuleGetFunction of 'missing_entry' (kernel @main_dispatch_0) failed: "
                  "hipErrorNotFound"));
+}
+
+TEST_CASE("hip: tensor-level kernels of a `ref` executable run between the stream's commands") {
+  Fake fake = hipFake();
+  auto dev = open(hal::hip::hipDriver());
+  const char* twice = R"(symbol n in [0, 1048576]
+func @twice(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = add %x, %x : tensor<{n}xf32>
+  return %0
+}
+)";
+  Result<std::unique_ptr<hal::Executable>> exe = dev->loadExecutable("ref", twice);
+  REQUIRE(exe.ok());
+  auto a = allocate(*dev, 12), b = allocate(*dev, 12), c = allocate(*dev, 12);
+  std::vector<float> in = {1, 2, 3};
+  REQUIRE(a->write(0, in.data(), 12).ok());
+  // copy a -> b on the stream, then b * 2 -> c on the interpreter: the copy must have finished.
+  auto cb = dev->createCommandBuffer();
+  cb->copy(*a, 0, *b, 0, 12);
+  cb->dispatch(**exe, 0, {1, 1, 1}, {3},
+               {{b.get(), ElemType::F32, {3}}, {c.get(), ElemType::F32, {3}}});
+  auto sem = dev->createSemaphore(0);
+  REQUIRE(dev->submit(*cb, nullptr, 0, *sem, 1).ok());
+  std::vector<float> out(3);
+  REQUIRE(c->read(0, out.data(), 12).ok());
+  CHECK(out == std::vector<float>{2, 4, 6});
+  std::string log = fake.log();
+  CHECK(log.find("hipMemcpyAsync(12, kind 3)") < log.find("hipStreamSynchronize"));
+  CHECK(log.find("hipStreamSynchronize") < log.find("hipMemcpy(12, kind 2)"));
 }
 
 TEST_CASE("hip: failures of the library are errors") {
@@ -466,6 +514,125 @@ TEST_CASE("hip: profiles time each dispatch with events") {
   CHECK(rec.seconds[0] == doctest::Approx(0.001)); // the fake's clock: 1 ms per event
 }
 
+TEST_CASE("hip: the executor runs a schedule's launches on hip[0]") {
+  Fake fake = hipFake();
+  // What the compiler makes of `abs` over tensor<{n}xf32> for a GPU device: upload, allocate,
+  // launch over n/64 workgroups with n as the push constant, read back.
+  Result<std::unique_ptr<Module>> host = parseModule(R"(symbol n in [1, 65536]
+
+func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
+  %0 = transfer_to %x {device = "hip[0]"} : tensor<{n}xf32>
+  %1 = alloc_buffer {device = "hip[0]"} : tensor<{n}xf32>
+  launch %0, %1 {device = "hip[0]", kernel = "main_dispatch_0", outputs = 1, push = ["n"], workgroups = ["n ceildiv 64", "1", "1"]}
+  free %0
+  wait {device = "hip[0]"}
+  return %1
+}
+)",
+                                                     "schedule.kir");
+  REQUIRE(host.ok());
+  GpuKernelInfo k = kernel();
+  k.args = {{ElemType::F32, 1, false}, {ElemType::F32, 1, true}};
+  k.kernargBytes = kernargBytes(k.args, 1);
+  Program p;
+  p.host = std::shared_ptr<Module>(host.take());
+  p.entries = {"main"};
+  p.devices = {"hip[0]"};
+  p.executables = {{"amdgpu", amdPayload({k})}};
+  Result<std::unique_ptr<Executor>> ex = Executor::create(std::make_shared<const Program>(p));
+  REQUIRE(ex.ok());
+  HostTensor x(ElemType::F32, {100});
+  Result<std::vector<HostTensor>> r = (*ex)->call("main", {x});
+  INFO((r.ok() ? std::string() : firstError(r.diags())));
+  REQUIRE(r.ok());
+  CHECK((*r)[0].shape() == std::vector<int64_t>{100});
+  std::string log = fake.log();
+  CHECK(contains(log, "hipMemcpy(400, kind 1)"));
+  CHECK(contains(log, "hipModuleLaunchKernel(main_dispatch_0 grid 2,1,1 block 64,1,1 shared 0 "
+                      "kernarg 48)"));
+  CHECK(contains(log, "hipMemcpy(400, kind 2)"));
+  std::vector<uint64_t> w = fake.kernargs();
+  REQUIRE(w.size() == 6);
+  CHECK(w[2] == 100); // the input's extent
+  CHECK(w[3] == 100); // the output's
+  CHECK(w[4] == 100); // n
+
+  // A status a kernel stored fails the call with the kernel's name.
+  fake.set("status", "2");
+  Result<std::vector<HostTensor>> failed = (*ex)->call("main", {x});
+  REQUIRE_FALSE(failed.ok());
+  CHECK(contains(firstError(failed.diags()),
+                 "kernel @main_dispatch_0 on hip[0] (Fake AMD GPU 0): loop step is not positive"));
+}
+
+namespace {
+
+// Opens device 0 of `driver`, uploads, loads `payload`, copies, fills, launches and reads back;
+// the first error, or "" when everything ran.
+std::string wholeRun(hal::Driver* driver, const std::string& target, const std::string& payload) {
+  Result<std::shared_ptr<hal::Device>> dev = driver->open(0);
+  if (!dev.ok()) return firstError(dev.diags());
+  Result<std::unique_ptr<hal::Buffer>> in = (*dev)->allocate(128), out = (*dev)->allocate(32);
+  if (!in.ok()) return firstError(in.diags());
+  if (!out.ok()) return firstError(out.diags());
+  std::vector<uint8_t> bytes(128, 1);
+  if (Status s = (*in)->write(0, bytes.data(), 128); !s.ok()) return firstError(s.diags());
+  Result<std::unique_ptr<hal::Executable>> exe = (*dev)->loadExecutable(target, payload);
+  if (!exe.ok()) return firstError(exe.diags());
+  auto cb = (*dev)->createCommandBuffer();
+  cb->copy(**in, 0, **out, 0, 16);
+  cb->fill(**out, 16, 16, 7);
+  cb->dispatch(**exe, 0, {2, 1, 1}, {3},
+               {{in->get(), ElemType::F32, {4, 8}}, {out->get(), ElemType::F32, {8}}});
+  auto sem = (*dev)->createSemaphore(0);
+  if (Status s = (*dev)->submit(*cb, nullptr, 0, *sem, 1); !s.ok()) return firstError(s.diags());
+  if (Status s = (*out)->read(0, bytes.data(), 32); !s.ok()) return firstError(s.diags());
+  return "";
+}
+
+// Makes each of `calls` fail at its first, second and third use in a whole run: every failure
+// is an error that names the call, the device still works afterwards.
+void failEachCall(const Fake& fake, hal::Driver* driver, const std::string& target,
+                  const std::string& payload, const std::vector<std::string>& calls) {
+  for (const std::string& call : calls) {
+    CAPTURE(call);
+    int injected = 0;
+    for (int n = 1; n <= 3; ++n) {
+      CAPTURE(n);
+      fake.reset();
+      fake.set("fail", (call + " " + std::to_string(n)).c_str());
+      std::string e = wholeRun(driver, target, payload);
+      if (contains(fake.log(), "failed on request")) {
+        ++injected;
+        CHECK(contains(e, "error: "));
+        CHECK(contains(e, call.substr(0, call.find('_'))));
+      } else {
+        CHECK(e == ""); // the run makes fewer than n such calls
+      }
+      fake.reset();
+      CHECK(wholeRun(driver, target, payload) == "");
+    }
+    CHECK(injected > 0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("hip: each failing call is an error") {
+  Fake fake = hipFake();
+  failEachCall(fake, hal::hip::hipDriver(), "amdgpu", amdPayload(),
+               {"hipMalloc", "hipMemcpy", "hipMemcpyAsync", "hipMemsetAsync", "hipStreamCreate",
+                "hipStreamSynchronize", "hipModuleLoadData", "hipModuleLaunchKernel"});
+}
+
+TEST_CASE("cuda: each failing call is an error") {
+  Fake fake = cudaFake();
+  failEachCall(fake, hal::cuda::cudaDriver(), "cuda", cudaPayload(),
+               {"cuDevicePrimaryCtxRetain", "cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
+                "cuMemcpyDtoDAsync_v2", "cuMemsetD8Async", "cuStreamCreate", "cuStreamSynchronize",
+                "cuLaunchKernel"});
+}
+
 TEST_CASE("hip: a missing library is a reason, not a crash") {
   setenv("KILN_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
   hal::Driver* d = hal::hip::hipDriver();
@@ -501,14 +668,7 @@ TEST_CASE("cuda: buffers and launches in the primary context") {
   REQUIRE(l.in->read(0, back.data(), 128).ok());
   CHECK(back == in);
   CHECK(dispatch(*dev, l, {5, 1, 2}, {-1}) == "");
-  std::vector<uint64_t> w = fake.kernargs();
-  REQUIRE(w.size() == 7);
-  CHECK(w[0] == addressOf(*l.in));
-  CHECK(w[1] == addressOf(*l.out));
-  CHECK(w[2] == 4);
-  CHECK(w[3] == 8);
-  CHECK(w[4] == 8);
-  CHECK(w[5] == uint64_t(-1));
+  checkKernargs(fake, l, -1);
   std::string log = fake.log();
   CHECK(contains(log, "cuDevicePrimaryCtxRetain(0)"));
   CHECK(contains(log, "cuModuleLoadDataEx(2 options)"));
@@ -552,6 +712,13 @@ TEST_CASE("cuda: more than 48 KiB of dynamic shared memory is opted into") {
   CHECK(contains(fake.log(), "cuFuncSetAttribute(8, 100000)"));
   CHECK(dispatch(*dev, l, {1, 1, 1}) == "");
   CHECK(contains(fake.log(), "shared 100000 kernarg 56"));
+
+  // Static and dynamic together above 48 KiB opt in too.
+  k.staticSharedBytes = 40000;
+  k.dynamicSharedBytes = 20000;
+  Launch both = prepare(*dev, "cuda", cudaPayload({k}));
+  CHECK(contains(fake.log(), "cuFuncSetAttribute(8, 20000)"));
+  k.staticSharedBytes = 0;
 
   k.dynamicSharedBytes = 240000;
   Result<std::unique_ptr<hal::Executable>> r = dev->loadExecutable("cuda", cudaPayload({k}));

@@ -57,8 +57,8 @@ enum CuAttribute : int {
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
-// Dynamic shared memory a kernel gets without opting in.
-constexpr uint32_t kDefaultDynamicSharedBytes = 48 * 1024;
+// Shared memory (static + dynamic) a kernel gets without opting in.
+constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
 
 // cuLaunchKernel's `extra` keys.
 inline void* const CU_LAUNCH_PARAM_END = reinterpret_cast<void*>(0x00);

@@ -3,17 +3,11 @@
 #include <cstring>
 
 #include "runtime/cuda/cuda.h"
-#include "runtime/gpu/device.h"
+#include "runtime/gpu/driver.h"
 
 namespace kiln::hal::cuda {
 
 namespace {
-
-std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
-std::string kib(uint64_t bytes) {
-  return bytes % 1024 ? std::to_string(bytes) + " bytes" : std::to_string(bytes >> 10) + " KiB";
-}
 
 Result<gpu::GpuDeviceInfo> query(const CudaLibrary& cu, int ordinal, CUdevice* device) {
   Loc loc = Loc::named("cuda[" + std::to_string(ordinal) + "]");
@@ -60,9 +54,9 @@ Result<gpu::GpuDeviceInfo> query(const CudaLibrary& cu, int ordinal, CUdevice* d
   l.subgroupSizes = {uint32_t(v[9])};
   d.arch = "sm_" + std::to_string(v[10]) + std::to_string(v[11]);
   d.description = d.name + ", " + d.arch + " (compute capability " + std::to_string(v[10]) + "." +
-                  std::to_string(v[11]) + "), " + mib(d.memoryBytes) + " memory, warp " +
-                  std::to_string(v[9]) + ", shared memory " + kib(shared) +
-                  (optIn > shared ? " (" + kib(optIn) + " opt-in)" : std::string()) +
+                  std::to_string(v[11]) + "), " + gpu::mebibytes(d.memoryBytes) + " memory, warp " +
+                  std::to_string(v[9]) + ", shared memory " + gpu::kibibytes(shared) +
+                  (optIn > shared ? " (" + gpu::kibibytes(optIn) + " opt-in)" : std::string()) +
                   ", workgroup " + std::to_string(l.maxThreadsPerBlock) + " threads";
   if (cu.version)
     d.description += ", CUDA driver " + std::to_string(cu.version / 1000) + "." +
@@ -148,7 +142,9 @@ public:
     KILN_CHECK(
         check("cuModuleGetFunction of '" + k.entry + "' (kernel @" + k.name + ")",
               cu_->cuModuleGetFunction(&fn, static_cast<CUmodule>(module), k.entry.c_str())));
-    if (k.dynamicSharedBytes > kDefaultDynamicSharedBytes)
+    // Above 48 KiB in all, the kernel must opt in to its dynamic part (the device's opt-in
+    // maximum was checked at load).
+    if (uint64_t(k.staticSharedBytes) + k.dynamicSharedBytes > kDefaultSharedBytes)
       KILN_CHECK(check("cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
                            std::to_string(k.dynamicSharedBytes) + ") for kernel @" + k.name,
                        cu_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -187,51 +183,41 @@ private:
   CUstream stream_ = nullptr;
 };
 
-class CudaDriver : public Driver {
+class CudaDriver : public gpu::GpuDriver {
 public:
-  const std::string& name() const override { return name_; }
-  std::string target() const override { return "cuda"; }
-  bool loads(const std::string& target) const override {
-    return target == "cuda" || target == "ref";
+  CudaDriver() : GpuDriver("cuda", "cuda") {}
+
+protected:
+  Status library() override {
+    KILN_CHECK(CudaLibrary::get());
+    return ok();
   }
-  std::vector<DeviceInfo> enumerate() override {
-    Result<std::shared_ptr<const CudaLibrary>> cu = CudaLibrary::get();
-    if (!cu.ok()) return {};
-    std::vector<DeviceInfo> out;
-    for (int i = 0; i < count(**cu); ++i) {
-      CUdevice dev = 0;
-      Result<gpu::GpuDeviceInfo> d = query(**cu, i, &dev);
-      out.push_back({DeviceId{"cuda", i},
-                     d.ok() ? d->description : "unusable: " + d.diags().list[0].message});
-    }
-    return out;
+  int deviceCount() override {
+    int n = 0;
+    return !cu()->noDevice && cu()->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 ? n : 0;
   }
-  std::string unavailableReason() override {
-    Result<std::shared_ptr<const CudaLibrary>> cu = CudaLibrary::get();
-    if (!cu.ok()) return cu.diags().list.empty() ? "unknown" : cu.diags().list[0].message;
-    if (count(**cu) == 0) return "the CUDA driver (" + (*cu)->path + ") finds no NVIDIA GPU";
-    return "";
+  std::string noDevices() override {
+    return "the CUDA driver (" + cu()->path + ") finds no NVIDIA GPU";
   }
-  Result<std::shared_ptr<Device>> open(int64_t ordinal) override {
-    KILN_TRY(std::shared_ptr<const CudaLibrary> cu, CudaLibrary::get());
-    if (ordinal < 0 || ordinal >= count(*cu))
-      return error(Loc{}, "device cuda[" + std::to_string(ordinal) + "] does not exist");
-    int n = static_cast<int>(ordinal);
+  Result<gpu::GpuDeviceInfo> describe(int ordinal) override {
     CUdevice dev = 0;
-    KILN_TRY(gpu::GpuDeviceInfo info, query(*cu, n, &dev));
-    auto api =
-        std::make_unique<CudaApi>(cu, dev, "cuda[" + std::to_string(n) + "] (" + info.name + ")");
+    return query(*cu(), ordinal, &dev);
+  }
+  Result<std::unique_ptr<gpu::GpuApi>> connect(int ordinal,
+                                               const gpu::GpuDeviceInfo& info) override {
+    CUdevice dev = 0;
+    if (CUresult e = cu()->cuDeviceGet(&dev, ordinal); e != CUDA_SUCCESS)
+      return error(Loc::named("cuda[" + std::to_string(ordinal) + "]"),
+                   "cuDeviceGet failed: " + cu()->errorText(e));
+    auto api = std::make_unique<CudaApi>(
+        cu(), dev, "cuda[" + std::to_string(ordinal) + "] (" + info.name + ")");
     KILN_CHECK(api->init());
-    return std::shared_ptr<Device>(std::make_shared<gpu::GpuDevice>(
-        DeviceId{"cuda", ordinal}, "cuda", std::move(info), std::move(api)));
+    return std::unique_ptr<gpu::GpuApi>(std::move(api));
   }
 
 private:
-  static int count(const CudaLibrary& cu) {
-    int n = 0;
-    return !cu.noDevice && cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 ? n : 0;
-  }
-  std::string name_ = "cuda";
+  // The library, once library() said it can be used.
+  static std::shared_ptr<const CudaLibrary> cu() { return *CudaLibrary::get(); }
 };
 
 } // namespace

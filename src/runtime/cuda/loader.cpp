@@ -1,12 +1,8 @@
 // CudaLibrary::get: dlopen of the CUDA driver, its entry points, cuInit.
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <map>
-#include <mutex>
-
 #include "runtime/cuda/cuda.h"
-#include "runtime/gpu/device.h"
+#include "runtime/gpu/driver.h"
 
 namespace kiln::hal::cuda {
 
@@ -37,15 +33,7 @@ Result<std::shared_ptr<const CudaLibrary>> open() {
 } // namespace
 
 Result<std::shared_ptr<const CudaLibrary>> CudaLibrary::get() {
-  // One attempt per path: tests point KILN_CUDA_LIBRARY at fakes and at nothing in turn.
-  static std::mutex mu;
-  static std::map<std::string, Result<std::shared_ptr<const CudaLibrary>>> opened;
-  const char* env = std::getenv("KILN_CUDA_LIBRARY");
-  std::string key = env ? env : "";
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = opened.find(key);
-  if (it == opened.end()) it = opened.emplace(key, open()).first;
-  return it->second;
+  return gpu::oncePerPath<CudaLibrary>("KILN_CUDA_LIBRARY", open);
 }
 
 std::string CudaLibrary::errorText(CUresult e) const {

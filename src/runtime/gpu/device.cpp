@@ -97,21 +97,8 @@ GpuBuffer::~GpuBuffer() {
 
 Device& GpuBuffer::device() { return *device_; }
 
-namespace {
-
-Status checkRange(const GpuDevice& dev, uint64_t size, uint64_t offset, uint64_t bytes,
-                  const char* what) {
-  if (offset > size || bytes > size - offset)
-    return error(dev.loc(), std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
-                                std::to_string(offset) + " is outside a buffer of " +
-                                std::to_string(size) + " bytes");
-  return ok();
-}
-
-} // namespace
-
 Status GpuBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
-  KILN_CHECK(checkRange(*device_, bytes_, offset, bytes, "a host write"));
+  KILN_CHECK(host::checkHostAccess(*device_, bytes_, offset, bytes, "a host write"));
   if (bytes == 0) return ok();
   std::lock_guard<std::recursive_mutex> lock(device_->queueMutex());
   KILN_CHECK(device_->api().bind());
@@ -119,7 +106,7 @@ Status GpuBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
 }
 
 Status GpuBuffer::read(uint64_t offset, void* dst, uint64_t bytes) const {
-  KILN_CHECK(checkRange(*device_, bytes_, offset, bytes, "a host read"));
+  KILN_CHECK(host::checkHostAccess(*device_, bytes_, offset, bytes, "a host read"));
   if (bytes == 0) return ok();
   std::lock_guard<std::recursive_mutex> lock(device_->queueMutex());
   KILN_CHECK(device_->api().bind());

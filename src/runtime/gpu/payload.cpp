@@ -114,7 +114,8 @@ Result<GpuKernelInfo> parseKernel(Reader& r) {
   KILN_TRY(k.stats.sgprs, r.u32("a kernel's register count"));
   KILN_TRY(k.stats.privateBytes, r.u32("a kernel's private bytes"));
   KILN_TRY(uint8_t spills, r.u8("a kernel's spill flag"));
-  k.stats.spills = spills != 0;
+  if (spills > 1) return r.bad("kernel '" + k.name + "' has a bad spill flag");
+  k.stats.spills = spills == 1;
   return k;
 }
 

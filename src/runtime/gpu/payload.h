@@ -12,7 +12,7 @@
 //   then                   every buffer argument's extents as i64, in argument and dim order
 //   then                   the values of the kernel's symbols as i64, in `symbols` order (the
 //                          launch's push constants)
-//   then                   an 8-byte device pointer to the executable's status word (i32)
+//   then                   an 8-byte device pointer to the dispatch's status word (i32)
 //
 // so kernargBytes = 8 * (args + sum of ranks + symbols + 1). The status word starts 0; a
 // kernel that finds an error it cannot report otherwise (an index computed from data out of

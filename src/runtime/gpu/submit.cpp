@@ -2,8 +2,6 @@
 // checked before it is queued (an executable or buffer of another device, a grid beyond the
 // device's limits, a launch that does not match its kernel are errors, never a fault on the
 // device); the submission then waits for the stream and reads the dispatches' status words.
-#include <cstring>
-
 #include "runtime/cpu/abi.h"
 #include "runtime/gpu/device.h"
 #include "runtime/gpu/kernargs.h"
@@ -45,7 +43,9 @@ Status GpuDevice::queueDispatch(const Command& c, uint64_t statusAddress) {
                             std::to_string(c.bindings.size()));
   const Workgroups& w = c.workgroups;
   for (int i = 0; i < 3; ++i)
-    if (w[i] < 0 || w[i] > int64_t(info_.limits.maxGrid[i]))
+    if (w[i] < 0) return error(loc(), name + " has an invalid grid " + gridText(w));
+  for (int i = 0; i < 3; ++i)
+    if (w[i] > int64_t(info_.limits.maxGrid[i]))
       return error(loc(), name + ": grid " + gridText(w) + " exceeds the device's " +
                               std::to_string(info_.limits.maxGrid[i]) + " workgroups along axis " +
                               std::to_string(i));

@@ -2,18 +2,12 @@
 // on that device's stream.
 #include <cstring>
 
-#include "runtime/gpu/device.h"
+#include "runtime/gpu/driver.h"
 #include "runtime/hip/hip.h"
 
 namespace kiln::hal::hip {
 
 namespace {
-
-std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
-std::string kib(uint64_t bytes) {
-  return bytes % 1024 ? std::to_string(bytes) + " bytes" : std::to_string(bytes >> 10) + " KiB";
-}
 
 // "gfx90a" from "gfx90a:sramecc+:xnack-": payload images are named by the processor only.
 std::string processorOf(const std::string& gcnArchName) {
@@ -70,9 +64,9 @@ Result<gpu::GpuDeviceInfo> query(const HipLibrary& hip, int ordinal) {
     l.subgroupSizes = {64};
   else
     l.subgroupSizes = {32, 64};
-  d.description = d.name + ", " + full + ", " + mib(d.memoryBytes) + " memory, wave " +
-                  std::to_string(v[8]) + ", shared memory " + kib(l.sharedBytes) + ", workgroup " +
-                  std::to_string(l.maxThreadsPerBlock) + " threads";
+  d.description = d.name + ", " + full + ", " + gpu::mebibytes(d.memoryBytes) + " memory, wave " +
+                  std::to_string(v[8]) + ", shared memory " + gpu::kibibytes(l.sharedBytes) +
+                  ", workgroup " + std::to_string(l.maxThreadsPerBlock) + " threads";
   if (hip.version)
     d.description += ", HIP " + std::to_string(hip.version / 10000000) + "." +
                      std::to_string(hip.version / 100000 % 100);
@@ -197,49 +191,34 @@ private:
   hipStream_t stream_ = nullptr;
 };
 
-class HipDriver : public Driver {
+class HipDriver : public gpu::GpuDriver {
 public:
-  const std::string& name() const override { return name_; }
-  std::string target() const override { return "amdgpu"; }
-  bool loads(const std::string& target) const override {
-    return target == "amdgpu" || target == "ref";
+  HipDriver() : GpuDriver("hip", "amdgpu") {}
+
+protected:
+  Status library() override {
+    KILN_CHECK(HipLibrary::get());
+    return ok();
   }
-  std::vector<DeviceInfo> enumerate() override {
-    Result<std::shared_ptr<const HipLibrary>> hip = HipLibrary::get();
-    if (!hip.ok()) return {};
-    std::vector<DeviceInfo> out;
-    for (int i = 0; i < count(**hip); ++i) {
-      Result<gpu::GpuDeviceInfo> d = query(**hip, i);
-      out.push_back(
-          {DeviceId{"hip", i}, d.ok() ? d->description : "unusable: " + d.diags().list[0].message});
-    }
-    return out;
+  int deviceCount() override {
+    int n = 0;
+    return hip()->hipGetDeviceCount(&n) == hipSuccess && n > 0 ? n : 0;
   }
-  std::string unavailableReason() override {
-    Result<std::shared_ptr<const HipLibrary>> hip = HipLibrary::get();
-    if (!hip.ok()) return hip.diags().list.empty() ? "unknown" : hip.diags().list[0].message;
-    if (count(**hip) == 0) return "the HIP runtime (" + (*hip)->path + ") finds no AMD GPU";
-    return "";
+  std::string noDevices() override {
+    return "the HIP runtime (" + hip()->path + ") finds no AMD GPU";
   }
-  Result<std::shared_ptr<Device>> open(int64_t ordinal) override {
-    KILN_TRY(std::shared_ptr<const HipLibrary> hip, HipLibrary::get());
-    if (ordinal < 0 || ordinal >= count(*hip))
-      return error(Loc{}, "device hip[" + std::to_string(ordinal) + "] does not exist");
-    int n = static_cast<int>(ordinal);
-    KILN_TRY(gpu::GpuDeviceInfo info, query(*hip, n));
-    auto api =
-        std::make_unique<HipApi>(hip, n, "hip[" + std::to_string(n) + "] (" + info.name + ")");
+  Result<gpu::GpuDeviceInfo> describe(int ordinal) override { return query(*hip(), ordinal); }
+  Result<std::unique_ptr<gpu::GpuApi>> connect(int ordinal,
+                                               const gpu::GpuDeviceInfo& info) override {
+    auto api = std::make_unique<HipApi>(hip(), ordinal,
+                                        "hip[" + std::to_string(ordinal) + "] (" + info.name + ")");
     KILN_CHECK(api->init());
-    return std::shared_ptr<Device>(std::make_shared<gpu::GpuDevice>(
-        DeviceId{"hip", ordinal}, "amdgpu", std::move(info), std::move(api)));
+    return std::unique_ptr<gpu::GpuApi>(std::move(api));
   }
 
 private:
-  static int count(const HipLibrary& hip) {
-    int n = 0;
-    return hip.hipGetDeviceCount(&n) == hipSuccess && n > 0 ? n : 0;
-  }
-  std::string name_ = "hip";
+  // The library, once library() said it can be used.
+  static std::shared_ptr<const HipLibrary> hip() { return *HipLibrary::get(); }
 };
 
 } // namespace

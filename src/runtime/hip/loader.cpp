@@ -1,11 +1,7 @@
 // HipLibrary::get: dlopen of the HIP runtime, its entry points, hipInit.
 #include <dlfcn.h>
 
-#include <cstdlib>
-#include <map>
-#include <mutex>
-
-#include "runtime/gpu/device.h"
+#include "runtime/gpu/driver.h"
 #include "runtime/hip/hip.h"
 
 namespace kiln::hal::hip {
@@ -34,15 +30,7 @@ Result<std::shared_ptr<const HipLibrary>> open() {
 } // namespace
 
 Result<std::shared_ptr<const HipLibrary>> HipLibrary::get() {
-  // One attempt per path: tests point KILN_HIP_LIBRARY at fakes and at nothing in turn.
-  static std::mutex mu;
-  static std::map<std::string, Result<std::shared_ptr<const HipLibrary>>> opened;
-  const char* env = std::getenv("KILN_HIP_LIBRARY");
-  std::string key = env ? env : "";
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = opened.find(key);
-  if (it == opened.end()) it = opened.emplace(key, open()).first;
-  return it->second;
+  return gpu::oncePerPath<HipLibrary>("KILN_HIP_LIBRARY", open);
 }
 
 std::string HipLibrary::errorText(hipError_t e) const {

@@ -102,6 +102,16 @@ Status HostDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t wai
   return ok();
 }
 
+Status checkHostAccess(const Device& device, uint64_t size, uint64_t offset, uint64_t bytes,
+                       const char* what) {
+  if (offset > size || bytes > size - offset)
+    return error(Loc::named(device.id().str()), std::string(what) + " of " + std::to_string(bytes) +
+                                                    " bytes at " + std::to_string(offset) +
+                                                    " is outside a buffer of " +
+                                                    std::to_string(size) + " bytes");
+  return ok();
+}
+
 Status checkBinding(const Device& device, const Binding& b, const std::string& kernel,
                     const char* role, size_t i) {
   const DeviceId& id = device.id();

@@ -75,6 +75,12 @@ private:
 Status checkBinding(const Device& device, const Binding& b, const std::string& kernel,
                     const char* role, size_t i);
 
+// A host read or write (`what`: "a host read") of `bytes` at `offset` of a buffer of `size`
+// bytes on `device`: an error when it leaves the buffer. Drivers whose buffers are not host
+// memory (vulkan, hip, cuda) check their transfers with it.
+Status checkHostAccess(const Device& device, uint64_t size, uint64_t offset, uint64_t bytes,
+                       const char* what);
+
 class HostDevice : public Device {
 public:
   explicit HostDevice(DeviceId id) : id_(std::move(id)) {}

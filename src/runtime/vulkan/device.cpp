@@ -313,21 +313,8 @@ VulkanBuffer::~VulkanBuffer() {
 
 Device& VulkanBuffer::device() { return *device_; }
 
-namespace {
-
-Status checkRange(const VulkanDevice& dev, uint64_t size, uint64_t offset, uint64_t bytes,
-                  const char* what) {
-  if (offset > size || bytes > size - offset)
-    return error(dev.loc(), std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
-                                std::to_string(offset) + " is outside a buffer of " +
-                                std::to_string(size) + " bytes");
-  return ok();
-}
-
-} // namespace
-
 Status VulkanBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
-  KILN_CHECK(checkRange(*device_, bytes_, offset, bytes, "a host write"));
+  KILN_CHECK(host::checkHostAccess(*device_, bytes_, offset, bytes, "a host write"));
   KILN_CHECK(device_->alive());
   KILN_CHECK(device_->waitSerial(lastUse));
   if (bytes == 0) return ok();
@@ -349,7 +336,7 @@ Status VulkanBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
 }
 
 Status VulkanBuffer::read(uint64_t offset, void* dst, uint64_t bytes) const {
-  KILN_CHECK(checkRange(*device_, bytes_, offset, bytes, "a host read"));
+  KILN_CHECK(host::checkHostAccess(*device_, bytes_, offset, bytes, "a host read"));
   KILN_CHECK(device_->alive());
   KILN_CHECK(device_->waitSerial(lastUse));
   if (bytes == 0) return ok();
