@@ -56,10 +56,20 @@ public:
     return s;
   }
 
-  // A count of items that each take at least `minItemBytes` (>= 1).
-  Result<uint64_t> count(const char* what, uint64_t minItemBytes) {
+  // A u8 that must be 0 or 1.
+  Result<bool> flag(const char* what) {
+    KILN_TRY(uint8_t v, u8(what));
+    if (v > 1) return bad(std::string(what) + " is " + std::to_string(v) + ", not 0 or 1");
+    return v == 1;
+  }
+
+  // A count of items that each take at least `minItemBytes` (>= 1), at most `max`.
+  Result<uint64_t> count(const char* what, uint64_t minItemBytes, uint64_t max = UINT64_MAX) {
     KILN_TRY(uint64_t n, u64(what));
     if (n > remaining() / minItemBytes) return truncated(what);
+    if (n > max)
+      return bad(std::string(what) + " has " + std::to_string(n) + " items (at most " +
+                 std::to_string(max) + ")");
     return n;
   }
 

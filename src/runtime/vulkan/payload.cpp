@@ -19,6 +19,8 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/payload_io.h"
+
 namespace kiln::vulkan {
 
 namespace {
@@ -30,64 +32,9 @@ constexpr uint64_t kMaxBindings = 1024;
 constexpr uint64_t kMaxPush = 1024;
 constexpr uint32_t kMaxWorkgroupSide = 1u << 16;
 
-void putU8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
-void putU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void putU64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void putStr(std::string& out, const std::string& s) {
-  putU64(out, s.size());
-  out += s;
-}
+using namespace payload_io;
 
 Diag bad(const std::string& message) { return error(Loc::named("<vulkan executable>"), message); }
-
-// Reads the container front to back; every failure names what it was reading.
-class Reader {
-public:
-  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  size_t remaining() const { return bytes_.size() - pos_; }
-
-  template <typename T> Result<T> uint(const char* what) {
-    if (remaining() < sizeof(T)) return truncated(what);
-    T v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i)
-      v |= static_cast<T>(static_cast<T>(static_cast<uint8_t>(bytes_[pos_ + i])) << (8 * i));
-    pos_ += sizeof(T);
-    return v;
-  }
-  Result<bool> flag(const char* what) {
-    KILN_TRY(uint8_t v, uint<uint8_t>(what));
-    if (v > 1) return bad(std::string(what) + " is " + std::to_string(v) + ", not 0 or 1");
-    return v == 1;
-  }
-  Result<std::string> str(const char* what) {
-    KILN_TRY(uint64_t n, uint<uint64_t>(what));
-    if (n > remaining()) return truncated(what);
-    std::string s = bytes_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-  // A count of items of at least `minItemBytes` each, refused when the rest cannot hold it.
-  Result<uint64_t> count(const char* what, uint64_t minItemBytes, uint64_t max) {
-    KILN_TRY(uint64_t n, uint<uint64_t>(what));
-    if (n > remaining() / minItemBytes) return truncated(what);
-    if (n > max)
-      return bad(std::string(what) + " has " + std::to_string(n) + " items (at most " +
-                 std::to_string(max) + ")");
-    return n;
-  }
-  Diag truncated(const char* what) const {
-    return bad(std::string("the payload is truncated or corrupt (reading ") + what + " at byte " +
-               std::to_string(pos_) + " of " + std::to_string(bytes_.size()) + ")");
-  }
-
-private:
-  const std::string& bytes_;
-  size_t pos_ = kMagicBytes;
-};
 
 // A SPIR-V literal string starting at word `at` of an instruction of `end` words; false when
 // it has no terminating NUL inside the instruction.
@@ -272,7 +219,7 @@ Result<VulkanPayload> parseVulkanPayload(const std::string& bytes) {
   if (bytes.size() < kMagicBytes || std::memcmp(bytes.data(), kMagic, kMagicBytes) != 0)
     return bad("not a vulkan executable payload of this version (no KILNSPV1 header); "
                "recompile it with this version of kiln");
-  Reader r(bytes);
+  Reader r(bytes, kMagicBytes, Loc::named("<vulkan executable>"));
   VulkanPayload p;
   std::set<std::string> names;
   // A kernel takes at least its two strings' lengths, five counts and 21 bytes of fields.
