@@ -25,7 +25,10 @@
 namespace kiln {
 
 struct BackendOptions {
-  std::string target;      // codegen target name (--target); empty: the backend's default
+  std::string target; // codegen target name (--target); empty: the backend's default
+  // Every --target this backend accepted, in order (`target` is the last). A backend whose
+  // executables hold code per architecture (amdgpu, cuda) writes an image for each.
+  std::vector<std::string> targets;
   TileOverrides overrides; // --tile-config
   // The devices of this backend the module runs on (placed or not), for backends that read
   // a present device's limits.

@@ -87,6 +87,9 @@ Status chooseTargets(std::vector<BackendGroup>& groups, const CompileOptions& op
     for (BackendGroup& g : groups)
       if (g.backend->acceptsTarget(t)) {
         g.options.target = t;
+        if (std::find(g.options.targets.begin(), g.options.targets.end(), t) ==
+            g.options.targets.end())
+          g.options.targets.push_back(t);
         taken = true;
       }
     if (taken) continue;

@@ -185,6 +185,43 @@ EXPORT int hipStreamSynchronize(void* stream) {
   return streams.count(stream) ? kSuccess : kInvalidHandle;
 }
 
+namespace {
+
+template <typename T> T field(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The NAME.kd symbols of an ELF64 code object's symbol tables, with the kernarg size their
+// kernel descriptor gives (the image is trusted: hipModuleLoadData gets no length either).
+void readKernelDescriptors(const unsigned char* e, std::map<std::string, size_t>& out) {
+  uint64_t shoff = field<uint64_t>(e + 0x28);
+  uint16_t shentsize = field<uint16_t>(e + 0x3a), shnum = field<uint16_t>(e + 0x3c);
+  auto section = [&](size_t i) { return e + shoff + i * shentsize; };
+  for (size_t i = 0; i < shnum; ++i) {
+    const unsigned char* sh = section(i);
+    uint32_t type = field<uint32_t>(sh + 4);
+    if (type != 2 && type != 11) continue; // SHT_SYMTAB, SHT_DYNSYM
+    const unsigned char* strtab = e + field<uint64_t>(section(field<uint32_t>(sh + 40)) + 24);
+    uint64_t off = field<uint64_t>(sh + 24), size = field<uint64_t>(sh + 32);
+    for (uint64_t at = 0; at + 24 <= size; at += 24) {
+      const unsigned char* sym = e + off + at;
+      std::string name = reinterpret_cast<const char*>(strtab + field<uint32_t>(sym));
+      uint16_t shndx = field<uint16_t>(sym + 6);
+      if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kd") != 0 || shndx == 0 ||
+          shndx >= shnum)
+        continue;
+      const unsigned char* home = section(shndx);
+      uint64_t file =
+          field<uint64_t>(home + 24) + (field<uint64_t>(sym + 8) - field<uint64_t>(home + 16));
+      out[name.substr(0, name.size() - 3)] = field<uint32_t>(e + file + 8);
+    }
+  }
+}
+
+} // namespace
+
 EXPORT int hipModuleLoadData(void** module, const void* image) {
   std::lock_guard<std::mutex> lock(state().mu);
   const unsigned char* e = static_cast<const unsigned char*>(image);
@@ -207,6 +244,9 @@ EXPORT int hipModuleLoadData(void** module, const void* image) {
        line = std::strstr(line + 1, "kiln-fake-kernel "))
     if (std::sscanf(line, "kiln-fake-kernel %255s %zu", entry, &bytes) == 2)
       m->kernargBytes[entry] = bytes;
+  // A real code object (the amdgpu backend's): its kernels are the symbols NAME.kd, kernel
+  // descriptors whose kernarg_size (bytes 8..11) the launch must match.
+  if (m->kernargBytes.empty()) readKernelDescriptors(e, m->kernargBytes);
   modules.insert(m);
   *module = m;
   state().log += "  -> " + std::to_string(m->kernargBytes.size()) + " kernels\n";

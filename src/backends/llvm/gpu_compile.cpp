@@ -358,11 +358,21 @@ Result<std::string> LlvmGpuBackend::serialize(const Module& m,
               : o.textKind == "asm" ? GpuOutput::Assembly
                                     : GpuOutput::Executable;
   co.text = o.text;
-  KILN_TRY(gpu::GpuImage img, compile(m, kernels, o.target, co));
-  if (o.cache) o.cache->prune();
+  // The kernels were lowered for `o.target` (the last --target); every other architecture
+  // named gets an image of the same kernels (its own limits checked), so one module runs on
+  // each.
+  std::vector<std::string> archs = o.targets;
+  if (archs.empty()) archs.push_back(o.target);
   gpu::GpuPayload p;
   p.target = name_;
-  p.images.push_back(std::move(img));
+  for (const std::string& t : archs) {
+    if (co.text && archs.size() > 1)
+      *co.text += std::string(co.output == GpuOutput::Assembly && name_ == "cuda" ? "//" : ";") +
+                  " ===== " + t + " =====\n";
+    KILN_TRY(gpu::GpuImage img, compile(m, kernels, t, co));
+    p.images.push_back(std::move(img));
+  }
+  if (o.cache) o.cache->prune();
   return gpu::serializeGpuPayload(p);
 }
 
