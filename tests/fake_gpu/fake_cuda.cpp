@@ -9,6 +9,7 @@
 // status (fake_state.h).
 #include <cstdio>
 #include <set>
+#include <vector>
 
 #include "fake_state.h"
 
@@ -21,7 +22,9 @@ constexpr int kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNoDevice = 100
               kNotFound = 500, kLaunchFailed = 719;
 constexpr int kDefaultShared = 48 * 1024;
 
+struct Function;
 struct Module {
+  std::vector<Function*> functions;         // handed out by *GetFunction, deleted with the module
   std::map<std::string, size_t> paramBytes; // by .entry
 };
 struct Function {
@@ -273,6 +276,10 @@ EXPORT int cuModuleUnload(void* module) {
   state().call("cuModuleUnload", "");
   NEEDS_CONTEXT;
   if (!modules.erase(module)) return kInvalidHandle;
+  for (Function* f : static_cast<Module*>(module)->functions) {
+    functions.erase(f);
+    delete f;
+  }
   delete static_cast<Module*>(module);
   return kSuccess;
 }
@@ -287,6 +294,7 @@ EXPORT int cuModuleGetFunction(void** fn, void* module, const char* name) {
   if (it == m->paramBytes.end()) return kNotFound;
   auto* f = new Function{name, it->second};
   functions.insert(f);
+  m->functions.push_back(f);
   *fn = f;
   return kSuccess;
 }

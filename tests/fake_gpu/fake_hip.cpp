@@ -9,6 +9,7 @@
 // EF_AMDGPU_MACH) followed by one line per kernel: "kiln-fake-kernel ENTRY KERNARG_BYTES".
 #include <cstdio>
 #include <set>
+#include <vector>
 
 #include "fake_state.h"
 
@@ -19,7 +20,9 @@ using fake_gpu::state;
 constexpr int kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kInvalidDevice = 101,
               kInvalidImage = 200, kNoBinaryForGpu = 209, kInvalidHandle = 400, kNotFound = 500;
 
+struct Function;
 struct Module {
+  std::vector<Function*> functions;           // handed out by *GetFunction, deleted with the module
   std::map<std::string, size_t> kernargBytes; // by entry
 };
 struct Function {
@@ -257,6 +260,10 @@ EXPORT int hipModuleUnload(void* module) {
   std::lock_guard<std::mutex> lock(state().mu);
   state().call("hipModuleUnload", "");
   if (!modules.erase(module)) return kInvalidHandle;
+  for (Function* f : static_cast<Module*>(module)->functions) {
+    functions.erase(f);
+    delete f;
+  }
   delete static_cast<Module*>(module);
   return kSuccess;
 }
@@ -270,6 +277,7 @@ EXPORT int hipModuleGetFunction(void** fn, void* module, const char* name) {
   if (it == m->kernargBytes.end()) return kNotFound;
   auto* f = new Function{name, it->second};
   functions.insert(f);
+  m->functions.push_back(f);
   *fn = f;
   return kSuccess;
 }
