@@ -89,6 +89,14 @@ int64_t waveFor(const GpuTargetSpec& spec, const Func& k) {
   return sub > spec.waveSize ? sub : spec.waveSize;
 }
 
+GpuEmitOptions emitOptions(const GpuTargetSpec& spec, const Func& k, bool aliasing) {
+  GpuEmitOptions eo;
+  eo.arch = spec.kind;
+  eo.waveSize = waveFor(spec, k);
+  eo.buffersMayAlias = aliasing;
+  return eo;
+}
+
 Result<Compiled> compileOne(const Module& m, const Func& k, const Group& g, bool aliasing,
                             const GpuTargetSpec& spec, const GpuCompileOptions& o) {
   Compiled out;
@@ -103,11 +111,7 @@ Result<Compiled> compileOne(const Module& m, const Func& k, const Group& g, bool
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, createTargetMachine(machine));
   lm.setDataLayout(tm->createDataLayout());
   lm.setTargetTriple(tm->getTargetTriple().str());
-  GpuEmitOptions eo;
-  eo.arch = spec.kind;
-  eo.waveSize = wave;
-  eo.buffersMayAlias = aliasing;
-  KILN_TRY(out.info, emitGpuKernel(lm, k, m.symbols(), g.entry, eo));
+  KILN_TRY(out.info, emitGpuKernel(lm, k, m.symbols(), g.entry, emitOptions(spec, k, aliasing)));
   auto begin = std::chrono::steady_clock::now();
   KILN_CHECK(optimizeModule(lm, *tm, "<" + spec.name + " backend>"));
   double optimizeMs = msSince(begin);
@@ -144,12 +148,8 @@ Result<Compiled> compileGroup(const Module& m, const Func& k, const Group& g, bo
     llvm::Module lm("kiln-kernel", ctx);
     KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, createTargetMachine(spec.machine));
     lm.setDataLayout(tm->createDataLayout());
-    GpuEmitOptions eo;
-    eo.arch = spec.kind;
-    eo.waveSize = waveFor(spec, k);
-    eo.buffersMayAlias = aliasing;
     Compiled c;
-    KILN_TRY(c.info, emitGpuKernel(lm, k, m.symbols(), g.entry, eo));
+    KILN_TRY(c.info, emitGpuKernel(lm, k, m.symbols(), g.entry, emitOptions(spec, k, aliasing)));
     c.code = std::move(*hit);
     c.cached = true;
     return c;
