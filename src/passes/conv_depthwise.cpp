@@ -16,6 +16,7 @@
 //                                                        ... %y = add %t0, %t1, %t2, %t3 (chained)
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
+#include "passes/conv_rewrite.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -23,23 +24,11 @@ namespace kiln {
 namespace {
 
 // The conv as its taps' sum, built before it, or null when it is not depthwise.
-Result<Value*> asTaps(Func& f, Op& conv) {
-  const Value* xv = conv.operand(0);
-  const Value* wv = conv.operand(1);
-  if (!xv->type().isStatic() || !wv->type().isStatic() || !conv.result(0)->type().isStatic() ||
-      xv->type().rank() != 4 || !isFloat(xv->type().elem()))
-    return nullptr;
-  std::vector<int64_t> xs = xv->type().staticShape(), ws = wv->type().staticShape(),
-                       ys = conv.result(0)->type().staticShape();
+Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g) {
+  const std::vector<int64_t>&xs = g.xs, &ws = g.ws, &ys = g.ys;
+  const std::vector<int64_t>&strides = g.strides, &pads = g.pads, &dil = g.dilations;
   int64_t c = xs[1];
-  if (conv.attrs().getInt("group", 1) != c || ws[0] != c || ws[1] != 1 || c == 1) return nullptr;
-  auto list = [&](const char* name, size_t n, int64_t def) {
-    std::vector<int64_t> v = conv.attrs().getInts(name);
-    if (v.size() != n) v.assign(n, def);
-    return v;
-  };
-  std::vector<int64_t> strides = list("strides", 2, 1), pads = list("pads", 4, 0),
-                       dil = list("dilations", 2, 1);
+  if (g.group != c || ws[0] != c || ws[1] != 1 || c == 1) return nullptr;
   int64_t kh = ws[2], kw = ws[3], oh = ys[2], ow = ys[3];
   Builder b(&f, &conv);
   b.setLoc(conv.loc());
@@ -99,22 +88,7 @@ class ConvDepthwisePass : public Pass {
 public:
   explicit ConvDepthwisePass(CodegenOptions opts) : opts_(std::move(opts)) {}
 
-  Status run(Module& m) override {
-    if (!opts_.target.cpu) return ok();
-    for (const auto& f : m.funcs()) {
-      std::vector<Op*> convs;
-      for (const auto& op : f->ops())
-        if (op->kind() == OpKind::Conv && opts_.covers(*op)) convs.push_back(op.get());
-      for (Op* conv : convs) {
-        KILN_TRY(Value * y, asTaps(*f, *conv));
-        if (!y) continue;
-        conv->result(0)->replaceAllUsesWith(y);
-        conv->dropOperands();
-        f->erase(conv);
-      }
-    }
-    return ok();
-  }
+  Status run(Module& m) override { return rewriteConvs(m, opts_, asTaps); }
 
 private:
   CodegenOptions opts_;

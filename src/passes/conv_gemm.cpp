@@ -22,6 +22,7 @@
 //                                                          %y = reshape %z : 1x128x56x56
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
+#include "passes/conv_rewrite.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -33,21 +34,10 @@ Type withDims(const Value* like, std::vector<int64_t> dims) {
 }
 
 // The conv as a matmul, built before it, or null when it is not one this pass rewrites.
-Result<Value*> asMatmul(Func& f, Op& conv) {
-  const Value* xv = conv.operand(0);
-  const Value* wv = conv.operand(1);
-  if (!xv->type().isStatic() || !wv->type().isStatic() || !conv.result(0)->type().isStatic() ||
-      xv->type().rank() != 4 || !isFloat(xv->type().elem()) || conv.attrs().getInt("group", 1) != 1)
-    return nullptr;
-  std::vector<int64_t> xs = xv->type().staticShape(), ws = wv->type().staticShape(),
-                       ys = conv.result(0)->type().staticShape();
-  auto list = [&](const char* name, size_t n, int64_t def) {
-    std::vector<int64_t> v = conv.attrs().getInts(name);
-    if (v.size() != n) v.assign(n, def);
-    return v;
-  };
-  std::vector<int64_t> strides = list("strides", 2, 1), pads = list("pads", 4, 0),
-                       dil = list("dilations", 2, 1);
+Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
+  if (g.group != 1) return nullptr;
+  const std::vector<int64_t>&xs = g.xs, &ws = g.ws, &ys = g.ys;
+  const std::vector<int64_t>&strides = g.strides, &pads = g.pads, &dil = g.dilations;
   int64_t n = xs[0], c = xs[1], m = ws[0], kh = ws[2], kw = ws[3], oh = ys[2], ow = ys[3];
   int64_t taps = kh * kw, positions = oh * ow;
   Builder b(&f, &conv);
@@ -111,22 +101,7 @@ class ConvGemmPass : public Pass {
 public:
   explicit ConvGemmPass(CodegenOptions opts) : opts_(std::move(opts)) {}
 
-  Status run(Module& m) override {
-    if (!opts_.target.cpu) return ok();
-    for (const auto& f : m.funcs()) {
-      std::vector<Op*> convs;
-      for (const auto& op : f->ops())
-        if (op->kind() == OpKind::Conv && opts_.covers(*op)) convs.push_back(op.get());
-      for (Op* conv : convs) {
-        KILN_TRY(Value * y, asMatmul(*f, *conv));
-        if (!y) continue;
-        conv->result(0)->replaceAllUsesWith(y);
-        conv->dropOperands();
-        f->erase(conv);
-      }
-    }
-    return ok();
-  }
+  Status run(Module& m) override { return rewriteConvs(m, opts_, asMatmul); }
 
 private:
   CodegenOptions opts_;
