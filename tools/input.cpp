@@ -98,8 +98,9 @@ Result<PlacementOptions> placementFlags(const ParsedArgs& a) {
   }
   o.place = a.all("place");
   if (a.has("partition")) {
-    KILN_TRY(int stages, parsePartitionSpec(a.get("partition")));
-    o.stages = stages;
+    KILN_TRY(PartitionSpec spec, parsePartitionSpec(a.get("partition")));
+    o.stages = spec.stages;
+    o.tensor = spec.tensor;
   }
   return o;
 }

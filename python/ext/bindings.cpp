@@ -40,7 +40,11 @@ CompileOptions compileOptions(const CompileArgs& a, std::string& report) {
     unwrap(hal::openDevice(id, loc));
   }
   o.placement.place = a.place;
-  if (a.partition) o.placement.stages = unwrap(parsePartitionSpec(*a.partition));
+  if (a.partition) {
+    PartitionSpec spec = unwrap(parsePartitionSpec(*a.partition));
+    o.placement.stages = spec.stages;
+    o.placement.tensor = spec.tensor;
+  }
   // Placing the module even on one device costs little and makes the report.
   o.placement.affinity = true;
   o.afterPlacement = [&report](const Module& m) -> Status {

@@ -46,10 +46,12 @@ namespace {
 
 bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKind::Dim; }
 
-// A `transfer` (placed modules) stays in the caller: the schedule turns it into a copy.
+// A `transfer` and a collective (placed modules) stay in the caller: the schedule turns
+// them into a copy and a `collective`.
 bool isComputing(const Op& op) {
   return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
-         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer && !isSource(op);
+         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer &&
+         !op.has(kCollective) && !isSource(op);
 }
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }

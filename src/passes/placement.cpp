@@ -1,6 +1,7 @@
 // User placement and pipeline partitioning (see placement.h).
 #include "passes/placement.h"
 
+#include "passes/tensor_parallel.h"
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -9,6 +10,7 @@
 #include "ir/text/printer.h"
 #include "ir/verify/verifier.h"
 #include "passes/affinity.h"
+#include "passes/tensor_parallel.h"
 
 namespace kiln {
 
@@ -182,17 +184,35 @@ Status applyPlacement(Module& m, const std::vector<std::string>& specs) {
   return ok();
 }
 
-Result<int> parsePartitionSpec(const std::string& spec) {
+Result<PartitionSpec> parsePartitionSpec(const std::string& spec) {
   Loc where = Loc::named("partition=" + spec);
-  const std::string prefix = "pipeline:";
-  if (spec.rfind(prefix, 0) != 0)
-    return error(where, "expected pipeline:N (the only partitioning kiln has)");
-  std::string n = spec.substr(prefix.size());
-  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(n) < 1)
-    return error(where, "expected a stage count from 1 to " + std::to_string(kMaxDevices) +
-                            " after 'pipeline:'");
-  return std::stoi(n);
+  PartitionSpec out;
+  bool tensorSeen = false;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    size_t colon = item.find(':');
+    std::string kind = item.substr(0, colon);
+    if (colon == std::string::npos || (kind != "pipeline" && kind != "tensor"))
+      return error(where, "expected pipeline:P, tensor:T or pipeline:P,tensor:T");
+    if ((kind == "pipeline" && out.stages) || (kind == "tensor" && tensorSeen))
+      return error(where, "'" + kind + "' is given twice");
+    std::string n = item.substr(colon + 1);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(n) < 1 || static_cast<size_t>(std::stoi(n)) > kMaxDevices)
+      return error(where, "expected a count from 1 to " + std::to_string(kMaxDevices) + " after '" +
+                              kind + ":'");
+    if (kind == "pipeline")
+      out.stages = std::stoi(n);
+    else
+      out.tensor = std::stoi(n), tensorSeen = true;
+  }
+  if (static_cast<size_t>(out.stages.value_or(1) * out.tensor) > kMaxDevices)
+    return error(where, "pipeline stages times tensor-parallel devices exceeds " +
+                            std::to_string(kMaxDevices) + " devices");
+  return out;
 }
 
 namespace {
@@ -229,7 +249,7 @@ std::vector<int64_t> crossingBytes(const Module& m, const Func& f, const std::ve
 // (k/stages of the total cost): among the cuts whose cost before them lies within a
 // quarter stage of it, the one that moves the fewest bytes wins (in a transformer, the
 // end of a block, where only the hidden state is live), then the most balanced.
-void partitionFunc(const Module& m, Func& f, int stages) {
+void partitionFunc(const Module& m, Func& f, int stages, int stride) {
   std::vector<Op*> work;
   std::vector<double> before = {0}; // cost of work[0..p)
   for (const auto& op : f.ops()) {
@@ -258,17 +278,20 @@ void partitionFunc(const Module& m, Func& f, int stages) {
   }
   cuts.push_back(work.size());
   for (size_t s = 0; s + 1 < cuts.size(); ++s)
-    for (size_t i = cuts[s]; i < cuts[s + 1]; ++i) work[i]->setDevice(m.devices()[s].target);
+    for (size_t i = cuts[s]; i < cuts[s + 1]; ++i)
+      work[i]->setDevice(m.devices()[s * static_cast<size_t>(stride)].target);
 }
 
 } // namespace
 
-Status partitionPipeline(Module& m, int stages) {
-  if (stages < 1 || static_cast<size_t>(stages) > m.devices().size()) {
-    std::string msg = "a pipeline of " + std::to_string(stages) + " stages needs " +
-                      std::to_string(stages) + " declared devices, found " +
+Status partitionPipeline(Module& m, int stages, int stride) {
+  size_t needed = static_cast<size_t>(stages) * static_cast<size_t>(std::max(stride, 1));
+  if (stages < 1 || needed > m.devices().size()) {
+    std::string msg = "a pipeline of " + std::to_string(stages) + " stages" +
+                      (stride > 1 ? " of " + std::to_string(stride) + " devices each" : "") +
+                      " needs " + std::to_string(needed) + " declared devices, found " +
                       std::to_string(m.devices().size());
-    if (static_cast<size_t>(stages) > m.devices().size() && !m.devices().empty()) {
+    if (needed > m.devices().size() && !m.devices().empty()) {
       const DeviceTarget& last = m.devices().back().target;
       msg += "; declare device " + last.kind + "[" + std::to_string(last.ordinal + 1) + "] ...";
     } else if (m.devices().empty()) {
@@ -276,7 +299,7 @@ Status partitionPipeline(Module& m, int stages) {
     }
     return error(Loc::named("partition=pipeline:" + std::to_string(stages)), msg);
   }
-  for (const auto& f : m.funcs()) partitionFunc(m, *f, stages);
+  for (const auto& f : m.funcs()) partitionFunc(m, *f, stages, std::max(stride, 1));
   return ok();
 }
 
@@ -302,12 +325,26 @@ Status placeModule(Module& m, const PlacementOptions& opts,
   KILN_CHECK(resolveDevices(m, opts.devices));
   if (opts.devices.autoDeclare) KILN_CHECK(declarePlacedDevices(m, opts.place));
   if (!opts.place.empty()) KILN_CHECK(applyPlacement(m, opts.place));
-  if (opts.stages) KILN_CHECK(partitionPipeline(m, *opts.stages));
+  if (opts.tensor > 1) {
+    // Checked first, so that a wrong device count names tensor parallelism.
+    size_t n = m.devices().size();
+    if (n < static_cast<size_t>(opts.tensor * opts.stages.value_or(1)))
+      return error(Loc::named("partition"),
+                   "tensor:" + std::to_string(opts.tensor) +
+                       (opts.stages ? " with pipeline:" + std::to_string(*opts.stages) : "") +
+                       " needs " + std::to_string(opts.tensor * opts.stages.value_or(1)) +
+                       " declared devices, found " + std::to_string(n) +
+                       "; declare them (--device, repeated)");
+  }
+  if (opts.stages) KILN_CHECK(partitionPipeline(m, *opts.stages, opts.tensor));
   if (passes) KILN_CHECK(passes(m));
   if (!opts.affinity) return ok();
   AffinityOptions affinityOpts;
   affinityOpts.allowTransfers = opts.allowTransfers;
   KILN_TRY([[maybe_unused]] AffinityStats stats, runAffinity(m, affinityOpts));
+  if (opts.tensor > 1) {
+    KILN_TRY([[maybe_unused]] TensorParallelStats tp, partitionTensor(m, opts.tensor));
+  }
   return verifyModule(m);
 }
 

@@ -38,8 +38,15 @@ bool globMatch(std::string_view pattern, std::string_view text);
 // devices (by two specs, or by the IR and a spec), which names the op and both pins.
 Status applyPlacement(Module& m, const std::vector<std::string>& specs);
 
-// Parses "pipeline:N" (N >= 1).
-Result<int> parsePartitionSpec(const std::string& spec);
+// A parsed `--partition`: pipeline stages, tensor-parallel group size, or both.
+struct PartitionSpec {
+  std::optional<int> stages; // pipeline:P
+  int tensor = 1;            // tensor:T (1: no tensor parallelism)
+};
+
+// Parses "pipeline:P", "tensor:T" or both, comma-separated ("pipeline:2,tensor:2"); P and T
+// from 1 to the device limit, P * T too.
+Result<PartitionSpec> parsePartitionSpec(const std::string& spec);
 
 // Splits each function's ops that are neither cheap to clone nor pinned into `stages`
 // contiguous runs of program order with about equal cost (cost.h), and pins run i to the
@@ -47,21 +54,23 @@ Result<int> parsePartitionSpec(const std::string& spec);
 // Each cut lies within a quarter stage of its balanced point, where the fewest bytes
 // cross (between two transformer blocks only the hidden state does).
 // Cheap ops (weights, constants) stay unpinned: affinity puts each one on the device(s)
-// that use it. Fails when fewer than `stages` devices are declared.
-Status partitionPipeline(Module& m, int stages);
+// that use it. Stage i goes to declared device i * `stride` (tensor parallelism: the first
+// device of group i). Fails when fewer than `stages` * `stride` devices are declared.
+Status partitionPipeline(Module& m, int stages, int stride = 1);
 
 // Everything that places a module (kiln opt, kiln compile, kiln run, the API).
 struct PlacementOptions {
   DeviceOptions devices;          // --device (repeatable), --devices=auto
   std::vector<std::string> place; // --place=PATTERN=DEVICE
   std::optional<int> stages;      // --partition=pipeline:N
+  int tensor = 1;                 // --partition=tensor:T (passes/tensor_parallel.h)
   bool allowTransfers = true;     // false: --no-transfers
   bool affinity = false;          // run affinity at the end
 };
 
 // The one order every tool places a module in: resolveDevices, applyPlacement,
 // partitionPipeline, then `passes` (the caller's pipeline, may be empty), then affinity
-// (when `opts.affinity`) followed by the verifier.
+// (when `opts.affinity`), then partitionTensor (when `opts.tensor` > 1), and the verifier.
 Status placeModule(Module& m, const PlacementOptions& opts,
                    const std::function<Status(Module&)>& passes = {});
 

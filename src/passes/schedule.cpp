@@ -47,6 +47,7 @@
 #include "analysis/kernel_grid.h"
 #include "ir/core/push_constants.h"
 #include "ir/text/printer.h"
+#include "ir/verify/verifier.h"
 #include "passes/codegen.h"
 #include "passes/passes.h"
 
@@ -100,6 +101,10 @@ private:
 
   // The device on which `use` reads an argument: its op's, or the function result's.
   std::string useDevice(const Func& f, const Use& use) const {
+    if (use.user->has(kCollective)) {
+      std::optional<DeviceTarget> d = collectiveDevice(*use.user, use.operandIndex);
+      return d ? d->str() : opts_.device;
+    }
     if (use.user->kind() != OpKind::Return) return deviceOf(*use.user);
     std::optional<DeviceTarget> d = f.resultDevice(use.operandIndex);
     return d ? d->str() : opts_.device;
@@ -166,6 +171,30 @@ private:
         if (used_.empty()) used_.push_back(opts_.device);
         for (const std::string& d : std::vector<std::string>(used_))
           insertOp(f, op, OpKind::Wait, {}, deviceAttr(d), {}, op->loc());
+        continue;
+      }
+      // A collective writes one buffer on each of its devices from the buffers it reads there.
+      if (op->has(kCollective)) {
+        std::vector<Value*> operands = op->operands();
+        for (size_t r = 0; r < op->numResults(); ++r) {
+          std::optional<DeviceTarget> d = collectiveDevice(*op, r);
+          if (!d)
+            return error(op->loc(), "schedule: '" + std::string(op->name()) +
+                                        "' names no valid device for its operand " +
+                                        std::to_string(r));
+          Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(d->str()),
+                           {op->result(r)->type()}, op->loc());
+          operands.push_back(a->result());
+        }
+        Attrs c;
+        c.set("kind", std::string(op->name()));
+        if (op->attrs().has("reduce")) c.set("reduce", op->attrs().getStr("reduce"));
+        if (op->attrs().has("axis")) c.set("axis", op->attrs().getInt("axis"));
+        insertOp(f, op, OpKind::Collective, operands, std::move(c), {}, op->loc());
+        for (size_t r = 0; r < op->numResults(); ++r)
+          op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
+        op->dropOperands();
+        f.erase(op);
         continue;
       }
       if (op->kind() == OpKind::Transfer) {

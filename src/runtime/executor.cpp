@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "ir/interp/collective.h"
 #include "ir/interp/interp.h"
 #include "runtime/drivers.h"
 
@@ -514,6 +515,38 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Wait: KILN_CHECK(devices_[st.device]->flush()); break;
+    case OpKind::Collective: {
+      // Through the host: the inputs' devices finish the work that writes them, the host
+      // combines them (ir/interp/collective.h, the interpreter's semantics) and writes each
+      // output buffer on its device.
+      const size_t n = st.operands.size() / 2;
+      std::vector<HostTensor> in;
+      for (size_t i = 0; i < n; ++i) {
+        KILN_TRY(Slot * s, slotOf(st, i));
+        KILN_CHECK(devices_[s->device]->flush());
+        HostTensor t = HostTensor::uninitialized(s->elem, s->shape);
+        KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
+        in.push_back(std::move(t));
+      }
+      const Attrs& a = op.attrs();
+      std::optional<OpKind> kind = lookupOp(a.getStr("kind"));
+      if (!kind || !opInfo(*kind).has(kCollective))
+        return error(op.loc(), "collective: kind \"" + a.getStr("kind") +
+                                   "\" is not all_reduce, all_gather or reduce_scatter");
+      KILN_TRY(std::vector<HostTensor> out,
+               computeCollective(*kind, a.has("reduce") ? a.getStr("reduce") : "",
+                                 a.has("axis") ? a.getInt("axis") : 0, in, op.loc()));
+      for (size_t i = 0; i < n; ++i) {
+        KILN_TRY(Slot * s, slotOf(st, n + i));
+        if (s->buffer->byteSize() != out[i].byteSize())
+          return error(op.loc(), "collective: output " + std::to_string(i) + " holds " +
+                                     std::to_string(s->buffer->byteSize()) + " bytes, not " +
+                                     std::to_string(out[i].byteSize()));
+        KILN_CHECK(s->buffer->write(0, out[i].data(), out[i].byteSize()));
+        stats_.collectiveBytes += in[i].byteSize();
+      }
+      break;
+    }
     case OpKind::Return: {
       for (auto& d : devices_) KILN_CHECK(d->flush());
       std::vector<HostTensor> results;

@@ -265,7 +265,18 @@ TEST_CASE("partition: stages are contiguous, balanced and pinned to the first N 
   CHECK(parsePartitionSpec("pipeline:8").ok());
   CHECK(!parsePartitionSpec("pipeline:0").ok());
   CHECK(!parsePartitionSpec("pipeline:x").ok());
-  CHECK(!parsePartitionSpec("tensor:2").ok());
+  CHECK(!parsePartitionSpec("data:2").ok());
+  CHECK(!parsePartitionSpec("pipeline:2,pipeline:2").ok());
+  CHECK(!parsePartitionSpec("tensor:2,").ok());
+  CHECK(!parsePartitionSpec("pipeline:16,tensor:8").ok()); // 128 devices
+  auto both = parsePartitionSpec("pipeline:2,tensor:4");
+  REQUIRE(both.ok());
+  CHECK(both->stages == 2);
+  CHECK(both->tensor == 4);
+  auto tensor = parsePartitionSpec("tensor:2");
+  REQUIRE(tensor.ok());
+  CHECK(!tensor->stages);
+  CHECK(tensor->tensor == 2);
 }
 
 TEST_CASE("cost model: matmul FLOPs and bytes; symbolic dims at their upper bound") {

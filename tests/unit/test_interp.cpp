@@ -698,7 +698,7 @@ TEST_CASE("weight reads the store, and needs one") {
       (std::filesystem::temp_directory_path() / "kiln_interp_weight.safetensors").string();
   REQUIRE(writeSafetensors(path, {{"w", F32({2}, {3, 4})}}).ok());
   Module m;
-  REQUIRE(m.addWeight(WeightDecl{"w", Type::tensor(ElemType::F32, {2}), path, "w", Loc{}}).ok());
+  REQUIRE(m.addWeight(WeightDecl{"w", Type::tensor(ElemType::F32, {2}), path, "w", Loc{}, std::nullopt}).ok());
   auto f = std::make_unique<Func>("main", Loc{});
   Func* fn = m.addFunc(std::move(f));
   Builder b(fn);
@@ -844,4 +844,52 @@ TEST_CASE("an input without data is refused, not read") {
   auto ok = interpret(*fn, {F32({}, {2})}, store);
   REQUIRE(ok.ok());
   CHECK(vals((*ok)[0]) == std::vector<double>{-2});
+}
+
+TEST_CASE("collectives: all_reduce in f64 in operand order, all_gather, reduce_scatter") {
+  HostTensor a = F32({2, 2}, {1, 2, 3, 4}), b = F32({2, 2}, {10, 20, 30, 40});
+  Type t = Type::tensor(ElemType::F32, {2, 2});
+  Attrs sum;
+  sum.set("reduce", std::string("sum"));
+  auto r = evalAll(OpKind::AllReduce, {a, b}, std::vector<Type>{t, t}, sum);
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK(vals((*r)[0]) == std::vector<double>{11, 22, 33, 44});
+  CHECK(vals((*r)[1]) == vals((*r)[0]));
+  // The sum is rounded once: 1 + 2^-24 + 2^-24 in f32 steps would stay 1.
+  HostTensor one = F32({1}, {1}), tiny = F32({1}, {std::ldexp(1.0, -24)});
+  Type t1 = Type::tensor(ElemType::F32, {1});
+  auto r3 = evalAll(OpKind::AllReduce, {one, tiny, tiny}, std::vector<Type>{t1, t1, t1}, sum);
+  REQUIRE(r3.ok());
+  CHECK((*r3)[2].getF(0) == 1 + std::ldexp(1.0, -23));
+  Attrs max;
+  max.set("reduce", std::string("max"));
+  auto m = evalAll(OpKind::AllReduce, {F32({2}, {1, kNaN}), F32({2}, {5, 0})},
+                   std::vector<Type>{Type::tensor(ElemType::F32, {2}), Type::tensor(ElemType::F32, {2})},
+                   max);
+  REQUIRE(m.ok());
+  CHECK(sameBits(vals((*m)[0]), {5, kNaN}));
+  Attrs axis1;
+  axis1.set("axis", int64_t{1});
+  Type g = Type::tensor(ElemType::F32, {2, 4});
+  auto gathered = evalAll(OpKind::AllGather, {a, b}, std::vector<Type>{g, g}, axis1);
+  REQUIRE(gathered.ok());
+  CHECK(vals((*gathered)[1]) == std::vector<double>{1, 2, 10, 20, 3, 4, 30, 40});
+  Attrs scatter = sum;
+  scatter.set("axis", int64_t{1});
+  Type s = Type::tensor(ElemType::F32, {2, 1});
+  auto scattered = evalAll(OpKind::ReduceScatter, {a, b}, std::vector<Type>{s, s}, scatter);
+  REQUIRE(scattered.ok());
+  CHECK(vals((*scattered)[0]) == std::vector<double>{11, 33});
+  CHECK(vals((*scattered)[1]) == std::vector<double>{22, 44});
+  // Integers wrap in their type.
+  HostTensor i8a(ElemType::I8, {1}), i8b(ElemType::I8, {1});
+  i8a.setI(0, 100);
+  i8b.setI(0, 100);
+  Type ti = Type::tensor(ElemType::I8, {1});
+  auto wrapped = evalAll(OpKind::AllReduce, {i8a, i8b}, std::vector<Type>{ti, ti}, sum);
+  REQUIRE(wrapped.ok());
+  CHECK((*wrapped)[0].getI(0) == -56);
+  auto bad = evalAll(OpKind::AllReduce, {a, F32({4}, {1, 2, 3, 4})}, std::vector<Type>{t, t}, sum);
+  CHECK(!bad.ok());
 }

@@ -525,6 +525,8 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
     case OpKind::LoadConstant:
     case OpKind::LoadWeight: declared = {T({4})}; break;
     case OpKind::Transpose: a.set("perm", Ints{1, 0}); break;
+    case OpKind::AllReduce: a.set("reduce", std::string("sum")); break;
+    case OpKind::ReduceScatter: a = attrs({{"reduce", std::string("max")}, {"axis", int64_t{1}}}); break;
     case OpKind::Split: a.set("sizes", Ints{1, 1}); break;
     case OpKind::Slice: a = attrs({{"starts", Ints{0}}, {"ends", Ints{1}}}); break;
     case OpKind::Gather:
@@ -567,4 +569,28 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
   }
   CHECK(covered == static_cast<int>(allOps().size()));
   CHECK(covered > 70);
+}
+
+TEST_CASE("collectives: one result per device; gathered and scattered dims") {
+  using Strs = std::vector<std::string>;
+  Attrs sum = attrs({{"reduce", std::string("sum")}, {"devices", Strs{"ref[0]", "ref[1]"}}});
+  CHECK(infer(OpKind::AllReduce, {T({4, 6}), T({4, 6})}, sum) ==
+        "tensor<4x6xf32>, tensor<4x6xf32>");
+  CHECK(infer(OpKind::AllGather, {T({4, 6}), T({4, 6})}, attrs({{"axis", int64_t{-1}}})) ==
+        "tensor<4x12xf32>, tensor<4x12xf32>");
+  CHECK(infer(OpKind::AllGather, {T({sym("seq"), 6}), T({sym("seq"), 6})},
+              attrs({{"axis", int64_t{0}}})) == "tensor<{2*seq}x6xf32>, tensor<{2*seq}x6xf32>");
+  Attrs scatter = attrs({{"reduce", std::string("sum")}, {"axis", int64_t{1}}});
+  CHECK(infer(OpKind::ReduceScatter, {T({4, 6}), T({4, 6})}, scatter) ==
+        "tensor<4x3xf32>, tensor<4x3xf32>");
+  CHECK(infer(OpKind::ReduceScatter, {T({4, 5}), T({4, 5})}, scatter) ==
+        err("reduce_scatter: dim 1 of tensor<4x5xf32> must be a static size that divides by "
+            "the 2 devices"));
+  CHECK(infer(OpKind::AllReduce, {T({4, 6}), T({4, 7})}, sum) ==
+        err("all_reduce: operand 1 tensor<4x7xf32> differs from operand 0 tensor<4x6xf32>; "
+            "every device contributes a tensor of one type"));
+  CHECK(infer(OpKind::AllReduce, {T({4}), T({4}), T({4})}, sum) ==
+        err("all_reduce: devices lists 2 devices for 3 operands"));
+  CHECK(infer(OpKind::AllReduce, {T({4})}, attrs({{"reduce", std::string("mean")}})) ==
+        err("all_reduce: reduce \"mean\" is not one of \"sum\", \"max\""));
 }

@@ -101,7 +101,7 @@ TEST_CASE("F3, O4, M3: every symbol in a type is declared") {
   Value* n = b.createUnchecked(OpKind::Neg, {f->arg(0)}, {}, {sym})->result();
   b.createUnchecked(OpKind::Return, {n}, {}, {});
   f->setResultTypes({sym});
-  REQUIRE(m.addWeight(WeightDecl{"w", sym, "f", "t", Loc{"x.kir", 9, 1}}).ok());
+  REQUIRE(m.addWeight(WeightDecl{"w", sym, "f", "t", Loc{"x.kir", 9, 1}, std::nullopt}).ok());
   std::string e = verifyErrors(m);
   CHECK(contains(e, "x.kir:1:1: error: argument 0 of @f uses undeclared symbol 'ghost'\n"));
   CHECK(contains(e, "x.kir:1:1: error: declared result of @f uses undeclared symbol 'ghost'\n"));

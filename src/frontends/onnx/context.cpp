@@ -164,7 +164,7 @@ Result<Val> Ctx::weight(const std::string& onnxName, HostTensor t) {
   Type type = Type::tensor(t.elem(), t.shape());
   Loc l = node_ ? loc() : Loc::named(file_ + ": initializer '" + onnxName + "'");
   pendingWeights.emplace(name,
-                         std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l}, t));
+                         std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l, std::nullopt}, t));
   Attrs a;
   a.set("name", name);
   Op* op = builder_.createUnchecked(OpKind::Weight, {}, std::move(a), {type});

@@ -270,12 +270,23 @@ bool isLoweredKernel(const Func& k);
 std::set<std::string> kernelFunctions(const Module& m);
 
 // A weight stored outside the IR text, loaded lazily (mmap) from a safetensors file.
+// A weight's part along one dim (text: `shard INDEX of COUNT along AXIS`): the declaration's
+// type is the file tensor's with dim `axis` divided by `count`, and the data is piece `index`
+// of `count` equal pieces (tensor parallelism splits weights this way at compile time).
+struct WeightShard {
+  int64_t axis = 0;
+  int64_t index = 0;
+  int64_t count = 1;
+  friend bool operator==(const WeightShard&, const WeightShard&) = default;
+};
+
 struct WeightDecl {
   std::string name;
   Type type;
   std::string file;   // as written; relative paths resolve against Module::baseDir
   std::string tensor; // tensor name inside the file
   Loc loc;
+  std::optional<WeightShard> shard; // only this part of the file's tensor
 };
 
 class Module {

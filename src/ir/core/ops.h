@@ -34,6 +34,7 @@ enum OpTraits : uint32_t {
   kResultBool = 1u << 13,  // result element type is i1
   kResultI64 = 1u << 14,   // result element type is i64
   kSubgroup = 1u << 15,    // exchanges values between the threads of a subgroup
+  kCollective = 1u << 16,  // spans a device group: operand i and result i on devices[i]
 };
 
 // The kinds an attribute can have; see ops.def for the spelling.

@@ -585,6 +585,46 @@ Types split(const Ctx& c) {
   return out;
 }
 
+// A collective over N devices: N operands of one type; `devices` (when given) names one device
+// per operand; the results are N types, one per device.
+Types collective(const Ctx& c) {
+  KILN_CHECK(c.sameElem(0, c.ops.size() - 1));
+  const Type& first = c.ops[0];
+  const int64_t n = static_cast<int64_t>(c.ops.size());
+  for (size_t i = 1; i < c.ops.size(); ++i) {
+    const Type& t = c.ops[i];
+    bool same = t.rank() == first.rank();
+    for (int64_t d = 0; same && d < t.rank(); ++d)
+      same = !provablyDifferent(first.dim(d), t.dim(d), c.syms);
+    if (!same)
+      return c.err("operand " + std::to_string(i) + " " + t.str() + " differs from operand 0 " +
+                   first.str() + "; every device contributes a tensor of one type");
+  }
+  if (c.attrs.has("devices") && static_cast<int64_t>(c.attrs.getStrs("devices").size()) != n)
+    return c.err("devices lists " + std::to_string(c.attrs.getStrs("devices").size()) +
+                 " devices for " + std::to_string(n) + " operands");
+  if (c.info.kind != OpKind::AllGather)
+    KILN_CHECK(c.oneOf("reduce", c.attrs.getStr("reduce"), {"sum", "max"}));
+  Type out = first;
+  if (c.info.kind != OpKind::AllReduce) {
+    KILN_TRY(int64_t axis, c.axis(c.attrs.getInt("axis"), first.rank()));
+    Shape s = first.shape();
+    Dim& d = s[static_cast<size_t>(axis)];
+    if (c.info.kind == OpKind::AllGather) {
+      if (known(d)) d = Dim(simplifyWithRanges(d.expr() * SymExpr::constant(n), c.syms));
+    } else {
+      std::optional<int64_t> v = known(d) ? d.expr().constantValue() : std::nullopt;
+      if (!v || *v % n != 0)
+        return c.err("dim " + std::to_string(axis) + " of " + first.str() +
+                     " must be a static size that divides by the " + std::to_string(n) +
+                     " devices");
+      d = Dim(*v / n);
+    }
+    out = Type(first.elem(), std::move(s));
+  }
+  return std::vector<Type>(static_cast<size_t>(n), out);
+}
+
 // Python slice length for a static dim.
 int64_t sliceLen(int64_t dim, int64_t start, int64_t end, int64_t step) {
   auto clampIndex = [&](int64_t i, int64_t lo, int64_t hi) {
@@ -846,6 +886,9 @@ Types infer(const Ctx& c) {
   case OpKind::Triu:
   case OpKind::Tril: return triangle(c);
   case OpKind::Transfer: return one(c.ops[0]);
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter: return collective(c);
   case OpKind::Constant: return constant(c);
   case OpKind::Weight: {
     KILN_TRY(Type r, c.declaredType());
@@ -866,6 +909,7 @@ Types infer(const Ctx& c) {
   }
   case OpKind::Free:
   case OpKind::Launch:
+  case OpKind::Collective:
   case OpKind::Wait: return std::vector<Type>{};
   // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
   // kernel-level ops are typed by the kernel verifier.

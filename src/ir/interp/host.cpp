@@ -18,5 +18,6 @@ KernelResult kernelView(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadWeight(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadConstant(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelCollective(const KernelCtx& c) { return hostOp(c); }
 
 } // namespace kiln::interp

@@ -18,6 +18,10 @@ public:
   // or unreadable, the tensor is absent, or its dtype/shape differ from the declaration.
   Result<HostTensor> get(const std::string& name);
 
+  // Piece `decl.shard` of `whole` (a copy); an error names `path` when it does not split.
+  static Result<HostTensor> shardOf(const WeightDecl& decl, const HostTensor& whole,
+                                    const std::string& path);
+
 private:
   const Module& module_;
   std::map<std::string, std::shared_ptr<SafetensorsFile>> files_;

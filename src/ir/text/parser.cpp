@@ -3,7 +3,7 @@
 // Grammar (docs/ir.md has the long form):
 //   module  := (symbol | weight | device | func)*
 //   symbol  := 'symbol' IDENT 'in' '[' INT ',' INT ']' ('divisible_by' INT)?
-//   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']'
+//   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']' ('shard' INT 'of' INT 'along' INT)?
 //   device  := 'device' (GLOBAL '=')? target          target := IDENT '[' INT ']'
 //   func    := 'func' GLOBAL '(' (VALUE ':' type on?),* ')'
 //              ('->' (type on? | '(' (type on?),* ')'))? '{' op* '}'
@@ -210,7 +210,25 @@ private:
     KILN_CHECK(expect(Tok::LBracket, "'['"));
     KILN_TRY(std::string tensor, parseString("the tensor name as a string"));
     KILN_CHECK(expect(Tok::RBracket, "']'"));
-    return m_.addWeight(WeightDecl{name, std::move(type), std::move(file), std::move(tensor), loc});
+    WeightDecl decl{name, std::move(type), std::move(file), std::move(tensor), loc, std::nullopt};
+    if (isIdent("shard")) {
+      advance();
+      WeightShard s;
+      KILN_TRY(s.index, parseInt("the shard's index"));
+      if (!isIdent("of")) return errorHere("expected 'of' (shard INDEX of COUNT along AXIS)");
+      advance();
+      KILN_TRY(s.count, parseInt("the shard count"));
+      if (!isIdent("along")) return errorHere("expected 'along' (shard INDEX of COUNT along AXIS)");
+      advance();
+      KILN_TRY(s.axis, parseInt("the sharded axis"));
+      if (s.count < 1 || s.index < 0 || s.index >= s.count || s.axis < 0 ||
+          s.axis >= decl.type.rank())
+        return error(loc, "weight @" + name + ": shard " + std::to_string(s.index) + " of " +
+                              std::to_string(s.count) + " along " + std::to_string(s.axis) +
+                              " is not a part of " + decl.type.str());
+      decl.shard = s;
+    }
+    return m_.addWeight(std::move(decl));
   }
 
   Status parseDevice() {

@@ -310,8 +310,14 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
   if (!syms.empty()) sections.push_back(std::move(syms));
   std::string weights;
   for (const WeightDecl& w : m.weights())
+  {
     weights += "weight " + globalName(w.name) + " : " + w.type.str() + " = " + quoteString(w.file) +
-               "[" + quoteString(w.tensor) + "]\n";
+               "[" + quoteString(w.tensor) + "]";
+    if (w.shard)
+      weights += " shard " + std::to_string(w.shard->index) + " of " +
+                 std::to_string(w.shard->count) + " along " + std::to_string(w.shard->axis);
+    weights += "\n";
+  }
   if (!weights.empty()) sections.push_back(std::move(weights));
   std::string devices;
   for (const DeviceDecl& d : m.devices())

@@ -450,6 +450,27 @@ private:
       else if (op.device() && *op.device() != *t)
         opError(op, "transfer to " + to + " is placed on " + op.device()->str());
     }
+    if (op.has(kCollective)) {
+      std::vector<std::string> devices = op.attrs().getStrs("devices");
+      for (size_t i = 0; i < devices.size(); ++i) {
+        Result<DeviceTarget> t = parseDeviceTarget(devices[i], op.loc());
+        if (!t.ok()) {
+          opError(op, "devices[" + std::to_string(i) + "] must be a device like ref[1]: " +
+                          t.diags().list[0].message);
+          continue;
+        }
+        for (size_t j = 0; j < i; ++j)
+          if (devices[j] == devices[i])
+            opError(op, "device " + devices[i] + " is listed twice; a collective takes one "
+                        "operand per device");
+      }
+      if (op.device())
+        opError(op, std::string(op.name()) + " spans its devices and is placed on none (its "
+                                             "`devices` say where each operand lives)");
+    }
+    if (op.kind() == OpKind::Collective && op.numOperands() % 2 != 0)
+      opError(op, "collective takes inputs and as many output buffers, an even number of "
+                  "operands, not " + std::to_string(op.numOperands()));
     if (op.kind() == OpKind::Constant) {
       const HostTensor* value = op.attrs().getDense("value");
       Type valueType = Type::tensor(value->elem(), value->shape());
@@ -800,7 +821,17 @@ Status verifyFunc(const Func& f) {
 
 std::optional<DeviceTarget> deviceOf(const Value* v) {
   if (v->isArg()) return v->argOf()->argDevice(v->index());
-  return v->def()->device();
+  const Op& def = *v->def();
+  if (def.has(kCollective)) return collectiveDevice(def, v->index());
+  return def.device();
+}
+
+std::optional<DeviceTarget> collectiveDevice(const Op& op, size_t i) {
+  std::vector<std::string> devices = op.attrs().getStrs("devices");
+  if (i >= devices.size()) return std::nullopt;
+  Result<DeviceTarget> t = parseDeviceTarget(devices[i], op.loc());
+  if (!t.ok()) return std::nullopt;
+  return *t;
 }
 
 Status verifyPlacement(const Module& m) {
@@ -827,6 +858,20 @@ Status verifyPlacement(const Module& m) {
           if (deviceOf(op->operand(i)) != f->resultDevice(i))
             opError(*op,
                     "result " + std::to_string(i) + " of " + fn + " is not on its declared device");
+        continue;
+      }
+      if (op->has(kCollective)) {
+        for (size_t i = 0; i < op->numOperands(); ++i) {
+          std::optional<DeviceTarget> d = collectiveDevice(*op, i);
+          if (!inDecl(d))
+            opError(*op, "operand " + std::to_string(i) + " of '" + std::string(op->name()) +
+                             "' has no declared device in its `devices`");
+          else if (deviceOf(op->operand(i)) != d)
+            opError(*op, "operand " + std::to_string(i) + " lives on " +
+                             (deviceOf(op->operand(i)) ? deviceOf(op->operand(i))->str()
+                                                       : std::string("no device")) +
+                             ", not on " + d->str() + " where the collective takes it");
+        }
         continue;
       }
       if (!inDecl(op->device())) {
