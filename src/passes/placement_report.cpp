@@ -34,8 +34,16 @@ bool isParameter(const Op& op) {
 
 // Clones of one parameter share its name (affinity copies names, attributes and location),
 // so the report groups them; distinct constants never share one.
-std::string paramName(const Op& op) {
-  if (op.kind() == OpKind::Weight) return "weight @" + op.attrs().getStr("name");
+std::string paramName(const Module& m, const Op& op) {
+  if (op.kind() == OpKind::Weight) {
+    std::string name = op.attrs().getStr("name");
+    const WeightDecl* w = m.lookupWeight(name);
+    if (w && w->shard)
+      return "weight @" + name + " (shard " + std::to_string(w->shard->index) + " of " +
+             std::to_string(w->shard->count) + " along dim " + std::to_string(w->shard->axis) +
+             " of \"" + w->tensor + "\")";
+    return "weight @" + name;
+  }
   if (!op.result()->name().empty()) return "constant %" + op.result()->name();
   if (!op.loc().empty()) return "constant at " + op.loc().str();
   char hash[17];
@@ -83,14 +91,38 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
       int64_t b = valueBytes(*op->result(), syms);
       alloc(at(op->device()), b);
       at(op->device()).paramBytes += b;
-      params[paramName(*op)].push_back(op->device()->str());
-      paramBytes[paramName(*op)] = b;
+      params[paramName(m, *op)].push_back(op->device()->str());
+      paramBytes[paramName(m, *op)] = b;
     }
-  std::string transfers;
-  size_t numTransfers = 0;
-  int64_t transferBytes = 0;
+  std::string transfers, collectives;
+  size_t numTransfers = 0, numCollectives = 0;
+  int64_t transferBytes = 0, collectiveBytes = 0;
   for (const auto& op : f.ops()) {
     if (op->has(kTerminator)) break;
+    if (op->has(kCollective)) {
+      // Each device contributes its operand and receives its result.
+      std::string devices;
+      int64_t in = 0;
+      for (size_t r = 0; r < op->numResults(); ++r) {
+        DeviceStats& s = at(collectiveDevice(*op, r));
+        alloc(s, valueBytes(*op->result(r), syms));
+        track(op->result(r));
+        in += valueBytes(*op->operand(r), syms);
+        devices += (devices.empty() ? "" : ", ") + collectiveDevice(*op, r)->str();
+      }
+      ++numCollectives;
+      collectiveBytes += in;
+      std::string how = op->attrs().has("reduce") ? " " + op->attrs().getStr("reduce") : "";
+      if (op->attrs().has("axis")) how += " axis " + std::to_string(op->attrs().getInt("axis"));
+      collectives += "  " + names[op->result(0)] + " " + std::string(op->name()) + how + " : " +
+                     op->operand(0)->type().str() + " -> " + op->result(0)->type().str() + "  " +
+                     std::to_string(in) + " bytes  over " + devices + "\n";
+      for (const Value* v : op->operands()) {
+        if (v->isArg() || isParameter(*v->def())) continue;
+        if (--remaining[v] == 0) at(deviceOf(v)).live -= valueBytes(*v, syms);
+      }
+      continue;
+    }
     DeviceStats& s = at(op->device());
     ++s.ops;
     s.flops += opCost(*op, syms).flops;
@@ -125,6 +157,9 @@ void funcReport(const Module& m, const Func& f, std::string& out) {
   }
   out += "transfers: " + std::to_string(numTransfers) + " (" + std::to_string(transferBytes) +
          " bytes)\n" + transfers;
+  if (numCollectives)
+    out += "collectives: " + std::to_string(numCollectives) + " (" +
+           std::to_string(collectiveBytes) + " bytes in)\n" + collectives;
   out += "parameters: " + std::to_string(params.size()) + "\n";
   for (auto& [name, devices] : params) {
     std::sort(devices.begin(), devices.end());
@@ -187,6 +222,9 @@ Result<std::string> placementDot(const Module& m) {
       if (op->numResults()) label = names[op->result()] + " = " + label;
       if (op->has(kTerminator)) {
         out += "  " + id + " [label=\"return\", style=solid];\n";
+      } else if (op->has(kCollective)) {
+        out += "  " + id + " [label=" + dotQuote(label) + ", shape=hexagon, fillcolor=" +
+               dotQuote(colour(collectiveDevice(*op, 0))) + "];\n";
       } else {
         out += "  " + id + " [label=" + dotLabel(label, *op->device()) +
                ", fillcolor=" + dotQuote(colour(op->device())) + "];\n";

@@ -55,7 +55,7 @@ bool weightDerived(const Value* v) {
 // The sharding rules. Partial operands count as replicated (an all_reduce makes them so).
 class Planner {
 public:
-  explicit Planner(int64_t t) : t_(t) {}
+  Planner(int64_t t, const SymbolTable& syms) : t_(t), syms_(syms) {}
 
   // Whether dim d of `type` is static and splits into T pieces.
   bool divisible(const Type& type, int64_t d) const {
@@ -158,21 +158,20 @@ private:
   }
 
   // The result dim that holds operand dim d after a reshape, when the split survives: the
-  // dims before it hold as many elements on both sides, so piece i of T is the same
-  // elements (-1 otherwise).
+  // dims before it hold as many elements on both sides (symbolic dims compare as products,
+  // so [1, seq, 64] -> [1, seq, 4, 16] keeps a split of dim 2 on dim 2), so piece i of T is
+  // the same elements (-1 otherwise).
   int64_t reshapeDim(const Type& x, const Type& r, int64_t d) const {
-    int64_t before = 1;
+    SymExpr before = SymExpr::constant(1);
     for (int64_t i = 0; i < d; ++i) {
-      std::optional<int64_t> n = staticDim(x, i);
-      if (!n) return -1;
-      before *= *n;
+      if (x.dim(i).isUnknown()) return -1;
+      before = before * x.dim(i).expr();
     }
-    int64_t acc = 1;
+    SymExpr acc = SymExpr::constant(1);
     for (int64_t e = 0; e < r.rank(); ++e) {
-      if (acc == before && divisible(r, e)) return e;
-      std::optional<int64_t> n = staticDim(r, e);
-      if (!n || acc > before) return -1;
-      acc *= *n;
+      if (divisible(r, e) && provablyEqual(acc, before, syms_)) return e;
+      if (r.dim(e).isUnknown()) return -1;
+      acc = acc * r.dim(e).expr();
     }
     return -1;
   }
@@ -267,6 +266,7 @@ private:
   }
 
   int64_t t_;
+  const SymbolTable& syms_;
 };
 
 // One analysis round: every value's sharding, and the column splits whose split values had
@@ -313,7 +313,7 @@ class Materializer {
 public:
   Materializer(Module& m, Func& f, int64_t t, const std::set<const Op*>& columns,
                TensorParallelStats& stats)
-      : m_(m), f_(f), t_(t), planner_(t), columns_(columns), stats_(stats) {
+      : m_(m), f_(f), t_(t), planner_(t, m.symbols()), columns_(columns), stats_(stats) {
     const auto& decls = m.devices();
     for (size_t j = 0; j < decls.size(); ++j) {
       if (j % static_cast<size_t>(t) == 0) groups_.emplace_back();
@@ -524,6 +524,7 @@ private:
       }
       KILN_CHECK(m_.addWeight(std::move(s)));
       ++stats_.shardedWeights;
+      sharded_.insert(name);
     }
     Attrs a;
     a.set("name", shardName);
@@ -600,6 +601,9 @@ private:
   std::unordered_map<const Value*, Dist> dist_;
   std::map<std::tuple<const Value*, Sharding::Kind, int64_t>, Dist> converted_;
   Op* before_ = nullptr;
+
+public:
+  std::set<std::string> sharded_; // weights some device loads a shard of
 };
 
 } // namespace
@@ -614,7 +618,8 @@ Result<TensorParallelStats> partitionTensor(Module& m, int tensor) {
                             " declared devices, found " + std::to_string(n) +
                             (n < static_cast<size_t>(tensor) ? "; declare more devices" : ""));
   if (tensor == 1) return stats;
-  Planner planner(tensor);
+  Planner planner(tensor, m.symbols());
+  std::set<std::string> sharded;
   for (const auto& fp : m.funcs()) {
     Func& f = *fp;
     // Every matmul whose right operand is a weight may split it by columns; rounds withdraw
@@ -631,7 +636,16 @@ Result<TensorParallelStats> partitionTensor(Module& m, int tensor) {
     }
     Materializer mat(m, f, tensor, columns, stats);
     KILN_CHECK(mat.run());
+    sharded.insert(mat.sharded_.begin(), mat.sharded_.end());
   }
+  // A weight every device loads in shards is no longer declared whole (a module would
+  // otherwise have to carry or find it).
+  std::set<std::string> loaded;
+  for (const auto& f : m.funcs())
+    for (const auto& op : f->ops())
+      if (op->kind() == OpKind::Weight) loaded.insert(op->attrs().getStr("name"));
+  for (const std::string& w : sharded)
+    if (!loaded.count(w)) m.removeWeight(w);
   KILN_CHECK(verifyModule(m));
   KILN_CHECK(verifyPlacement(m));
   return stats;

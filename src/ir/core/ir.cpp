@@ -220,6 +220,11 @@ Status Module::addWeight(WeightDecl w) {
   return ok();
 }
 
+void Module::removeWeight(std::string_view name) {
+  std::erase_if(weights_, [&](const WeightDecl& w) { return w.name == name; });
+  weightData_.erase(std::string(name));
+}
+
 const WeightDecl* Module::lookupWeight(std::string_view name) const {
   for (const WeightDecl& w : weights_)
     if (w.name == name) return &w;

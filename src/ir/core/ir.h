@@ -306,6 +306,8 @@ public:
 
   Status addWeight(WeightDecl w);
   const WeightDecl* lookupWeight(std::string_view name) const;
+  // Drops a declaration (and its data held in memory); no op may load it any more.
+  void removeWeight(std::string_view name);
   const std::vector<WeightDecl>& weights() const { return weights_; }
   // Weight data held in memory instead of a file (an ONNX model imported to run or compile
   // without writing its weights out); WeightStore prefers it to the declaration's file.
