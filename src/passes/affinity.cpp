@@ -111,6 +111,7 @@ private:
     Op* op;     // an op that is not cheap to clone
     bool free;
     std::optional<DeviceTarget> pin;
+    int result = -1; // a collective's result (one node each, pinned to its devices[result])
   };
 
   // ---- nodes: arguments, then ops other than `return`, in program order --------------------
@@ -145,6 +146,14 @@ private:
       if (cheap) {
         cheapOps_.insert(op);
         cheapOrder_.push_back(op);
+        continue;
+      }
+      if (op->has(kCollective)) {
+        // Placed already: result r lives on devices[r].
+        for (size_t r = 0; r < op->numResults(); ++r) {
+          nodes_.push_back({nullptr, op, false, collectiveDevice(*op, r), static_cast<int>(r)});
+          nodeOfValue_[op->result(r)] = nodes_.size() - 1;
+        }
         continue;
       }
       nodes_.push_back({nullptr, op, false, op->device()});
@@ -284,6 +293,7 @@ private:
   // Where a use needs its value: the user's device, a result's device, a transfer's target.
   std::optional<DeviceTarget> neededAt(const Use& u) const {
     if (u.user->has(kTerminator)) return f_.resultDevice(u.operandIndex);
+    if (u.user->has(kCollective)) return collectiveDevice(*u.user, u.operandIndex);
     return u.user->device();
   }
 
@@ -348,6 +358,8 @@ private:
       std::vector<Value*> values;
       if (node.arg)
         values.push_back(node.arg);
+      else if (node.result >= 0)
+        values.push_back(node.op->result(static_cast<size_t>(node.result)));
       else
         for (size_t r = 0; r < node.op->numResults(); ++r) values.push_back(node.op->result(r));
       for (Value* v : values) {
