@@ -28,7 +28,9 @@ kiln dump).
                         declared devices, the first is the default (docs/devices.md)
   --devices=auto        declare every device the program references
   --place=PATTERN=DEV   pin ops matching the glob PATTERN to device DEV (repeatable)
-  --partition=pipeline:N  split the graph into N stages over the first N devices
+  --partition=SPEC      pipeline:P (P stages over the first P devices),
+                        tensor:T (tensor parallel over groups of T devices) or
+                        pipeline:P,tensor:T (docs/devices.md, docs/distributed.md)
   --donate=[@FUNC:]ARG[:RESULT]  write result RESULT over argument ARG (a name or index) in
                         place; RESULT defaults to the one result of ARG's type (repeatable;
                         the same as `donate RESULT` after the argument in IR; docs/donation.md)

@@ -31,7 +31,9 @@ Devices and placement (docs/devices.md):
   --devices=auto        declare every device the program references
   --place=PATTERN=DEV   pin ops whose name, value name, node name or weight name
                         matches the glob PATTERN to device DEV (repeatable)
-  --partition=pipeline:N  split the graph into N stages over the first N devices
+  --partition=SPEC      pipeline:P (P stages over the first P devices),
+                        tensor:T (tensor parallel over groups of T devices) or
+                        pipeline:P,tensor:T (docs/devices.md, docs/distributed.md)
   --no-transfers        a value needed on another device is an error, not a transfer
   --report=placement    print the placement report instead of the module
   --emit=placement-dot  print a Graphviz graph coloured by device instead of the module
@@ -104,7 +106,8 @@ int runOpt(const std::vector<std::string>& args) {
   placement->allowTransfers = !a.has("no-transfers");
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
-  placement->affinity = !placement->place.empty() || placement->stages || a.has("no-transfers") ||
+  placement->affinity = !placement->place.empty() || placement->stages ||
+                        placement->tensor > 1 || a.has("no-transfers") ||
                         a.has("report") || emitDot;
 
   auto module = loadModule(a.positional[0]);
