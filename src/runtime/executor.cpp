@@ -589,8 +589,8 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
         if (d->device) KILN_CHECK(d->flush());
       std::vector<HostTensor> results;
       for (size_t i = 0; i < st.operands.size(); ++i) {
-        if (ranks_) { // the results on other ranks' devices go to rank 0
-          size_t dev = st.operands[i] == Step::kNoSlot ? 0 : plan.slotDevice[st.operands[i]];
+        if (ranks_ && st.operands[i] != Step::kNoSlot) { // other ranks' results go to rank 0
+          size_t dev = plan.slotDevice[st.operands[i]];
           int owner = ranks_->owner(devices_[dev]->id), tag = dist::Ranks::tagOf(index + 1 + i);
           dist::Wait wait{op.loc(), "returning result " + std::to_string(i) + " from " +
                                         devices_[dev]->id.str() + " to rank 0"};
