@@ -629,6 +629,8 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       finish();
       return results;
     }
+    // A host op over buffers of several devices (a collective) goes here; under MPI its
+    // buffers may lie on several ranks: see runsHere and dist::Ranks::gatherBlocks.
     default:
       return error(op.loc(), "host function @" + f.name() + " contains '" + std::string(op.name()) +
                                  "', which the executor does not run");

@@ -6,13 +6,16 @@
 //             Ranks::gatherBlocks over 4 devices, device ownership
 //   mismatch  checkSame where rank 1 differs: every rank gets the error naming it
 //   timeout   rank 0 waits for a message rank 1 never sends (run with KILN_MPI_TIMEOUT=1)
+//   idle      opens the transport, then does nothing for 60 s: a stuck rank beside kiln run
 //
 // Each rank prints "rank R: ..." lines; a failed expectation prints "rank R: FAILED ..." and
 // exits 1.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "runtime/dist/ranks.h"
 #include "runtime/dist/transport.h"
@@ -125,6 +128,12 @@ int timeout(Transport& t) {
   return 0;
 }
 
+// Stands for a stuck rank: the other ranks must give up on it and end the job.
+int idle() {
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -139,6 +148,7 @@ int main(int argc, char** argv) {
   int rc = scenario == "basic"      ? basic(**t)
            : scenario == "mismatch" ? mismatch(**t)
            : scenario == "timeout"  ? timeout(**t)
+           : scenario == "idle"     ? idle()
                                     : (failed("unknown scenario '" + scenario + "'"), 1);
   std::fflush(stdout);
   return rc;

@@ -57,19 +57,19 @@ Status waitAll(std::vector<MPI_Request>& reqs, const std::vector<int>& peers, do
     if (polls > 64)
       std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 1000 : 50));
   }
-  std::string whom = "the other ranks";
+  std::string whom = "the other ranks", which = "one of them";
   for (size_t i = 0; i < reqs.size(); ++i) {
     int done = 0;
     if (reqs[i] != MPI_REQUEST_NULL &&
         MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
-      if (peers[i] >= 0) whom = "rank " + std::to_string(peers[i]);
+      if (peers[i] >= 0) whom = "rank " + std::to_string(peers[i]), which = "that rank";
       break;
     }
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", timeout);
   return error(wait.loc, "rank " + std::to_string(self) + ": waited " + secs + " s for " + whom +
-                             " in " + wait.what + "; that rank failed or is stuck");
+                             " in " + wait.what + "; " + which + " failed or is stuck");
 }
 
 class MpiTransport final : public Transport {
