@@ -1,10 +1,13 @@
 // `kiln run`: run one function of a module on a device, with inputs from .npy files or
 // literals, writing or printing its results. A .kmod runs as it is; a .kir (or stdin) is
-// compiled in memory first, so both go through the same executor.
+// compiled in memory first, so both go through the same executor. Under mpirun each process
+// (rank) runs its share of the module's devices (docs/distributed.md).
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "cli.h"
+#include "runtime/dist/transport.h"
 #include "runtime/executor.h"
 
 namespace kiln::cli {
@@ -36,6 +39,12 @@ is compiled in memory first; a .kmod file runs as compiled.
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   --profile             time every dispatch and print a table of kernels by time after the
                         results (as kiln bench --profile; cpu, ref and sim devices)
+  --mpi                 run over the ranks of an MPI job, each rank on its share of the
+                        module's devices (docs/distributed.md); implied when mpirun started
+                        more than one process (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1).
+                        Rank 0 reads the inputs and alone writes or prints the results
+  --mpi-timeout=SECONDS how long a rank waits for another before it fails (default
+                        KILN_MPI_TIMEOUT, else 60)
   -h, --help            show this help
 
 Without --output or --output-dir each result is printed as `result[i]: tensor<...> [...]`.
@@ -51,6 +60,8 @@ int runRun(const std::vector<std::string>& args) {
       {"output-dir", true, false, ""},
       {"cpu-threads", true, false, ""},
       {"profile", false, false, ""},
+      {"mpi", false, false, ""},
+      {"mpi-timeout", true, false, ""},
   });
   auto parsed = parseArgs(args, specs, "run");
   if (!parsed.ok()) return fail(parsed.diags());
@@ -97,18 +108,40 @@ int runRun(const std::vector<std::string>& args) {
                           (numResults == 1 ? " result but " : " results but ") +
                           std::to_string(a.all("output").size()) + " --output files were given"));
 
-  auto inputs = loadInputTensors(a.all("input"));
-  if (!inputs.ok()) return fail(inputs.diags());
-
   ExecutorOptions execOpts;
+  if (a.has("mpi") || a.has("mpi-timeout") || dist::launchedByMpi()) {
+    double timeout = 0;
+    if (a.has("mpi-timeout")) {
+      char* end = nullptr;
+      timeout = std::strtod(a.get("mpi-timeout").c_str(), &end);
+      if (*end || !(timeout > 0) || timeout > 1e9)
+        return fail(error(Loc::named("--mpi-timeout"), "expected a number of seconds greater "
+                                                       "than 0, got '" +
+                                                           a.get("mpi-timeout") + "'"));
+    }
+    auto transport = dist::openMpi(nullptr, timeout);
+    if (!transport.ok()) return fail(transport.diags());
+    execOpts.transport = *transport;
+  }
+  // From here on a failure may be this rank's alone: it ends every rank, so none waits for it.
+  auto failRank = [&](const Diags& d) {
+    if (execOpts.transport && execOpts.transport->size() > 1) execOpts.transport->abort(d);
+    return fail(d);
+  };
+  bool rank0 = !execOpts.transport || execOpts.transport->rank() == 0;
+  Result<std::vector<HostTensor>> inputs = std::vector<HostTensor>{}; // rank 0's alone
+  if (rank0) inputs = loadInputTensors(a.all("input"));
+  if (!inputs.ok()) return failRank(inputs.diags());
+
   if (devices.size() == 1 && kmod)
     execOpts.device = *hal::parseDeviceId(device, Loc::named("--device"));
   auto executor = Executor::create(*program, execOpts);
-  if (!executor.ok()) return fail(executor.diags());
+  if (!executor.ok()) return failRank(executor.diags());
   if (a.has("profile"))
-    if (Status p = (*executor)->enableProfile(true); !p.ok()) return fail(p.diags());
+    if (Status p = (*executor)->enableProfile(true); !p.ok()) return failRank(p.diags());
   auto results = (*executor)->call(*entry, *inputs);
-  if (!results.ok()) return fail(results.diags());
+  if (!results.ok()) return failRank(results.diags());
+  if (!rank0) return 0;
 
   if (a.has("output")) {
     for (size_t i = 0; i < results->size(); ++i)

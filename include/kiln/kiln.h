@@ -52,6 +52,20 @@ const char* kiln_last_error(void);
 
 /* A .kmod file, or a .kir file compiled in memory for ref[0]. */
 kiln_module* kiln_module_load(const char* path);
+/* A .kmod file to run over the ranks of an MPI job, one group of the module's devices per
+ * rank (docs/distributed.md, "Running under MPI"). `comm` points to the MPI_Comm to run on
+ * (MPI_Init was called by the embedder; kiln works on a duplicate), or is NULL for
+ * MPI_COMM_WORLD (kiln initialises MPI if nobody has, and then finalises it at exit).
+ * Every rank loads the same module and makes the same kiln_module_run calls: rank 0's inputs
+ * are used, and only rank 0 gets outputs (*num_outputs is 0 on the others). NULL with an
+ * error ("this kiln was built without MPI") in a kiln built without MPI. */
+kiln_module* kiln_module_load_mpi(const char* path, const void* comm);
+/* This process's rank in the module's job (0 for a module not loaded for MPI). */
+int kiln_module_rank(const kiln_module* module);
+/* For a rank whose call failed (the others would wait for it until they time out): prints
+ * kiln_last_error() and ends every rank of the job with exit status 1. Returns only for a
+ * module not loaded for MPI. */
+void kiln_module_abort(const kiln_module* module);
 /* .kmod bytes (copied). */
 kiln_module* kiln_module_load_memory(const void* data, size_t size);
 /* Compiles a .kir file to a .kmod file; 0 on success. */

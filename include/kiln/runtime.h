@@ -7,6 +7,13 @@
 //   std::memcpy(x.mutableData(), data, x.byteSize());
 //   auto outs = (*m)->run("main", {x});                    // Result<vector<HostTensor>>
 //   const float* y = reinterpret_cast<const float*>((*outs)[0].data());
+//
+// Over the ranks of an MPI job (docs/distributed.md): every rank opens the module with a
+// transport, and rank 0 gets the results.
+//
+//   kiln::ExecutorOptions opts;
+//   opts.transport = kiln::dist::openMpi(&comm).take();      // or openMpi(): MPI_COMM_WORLD
+//   auto m = kiln::RuntimeModule::open("two.kmod", opts);
 #pragma once
 
 #include <memory>
@@ -15,6 +22,7 @@
 
 #include "ir/core/diag.h"
 #include "ir/core/host_tensor.h"
+#include "runtime/dist/transport.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 
@@ -43,6 +51,8 @@ public:
     return executor_->call(function, inputs);
   }
   const CallStats& lastStats() const { return executor_->lastStats(); }
+  // This process's rank under ExecutorOptions::transport (0 without one).
+  int rank() const { return executor_->rank(); }
   // The program it runs (what a .kmod holds: schedule, executables, weights, stats).
   const Program& program() const { return executor_->program(); }
 

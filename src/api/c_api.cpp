@@ -2,15 +2,18 @@
 // failure crosses the boundary: every error becomes kiln_last_error() and a status.
 #include "kiln/kiln.h"
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
+#include "runtime/dist/transport.h"
 #include "runtime/module_format.h"
 
 struct kiln_module {
   std::unique_ptr<kiln::RuntimeModule> module;
+  std::shared_ptr<kiln::dist::Transport> transport; // kiln_module_load_mpi
 };
 
 namespace {
@@ -36,7 +39,7 @@ kiln_module* wrap(kiln::Result<std::unique_ptr<kiln::RuntimeModule>> r) {
     setError(r.diags());
     return nullptr;
   }
-  return new kiln_module{r.take()};
+  return new kiln_module{r.take(), nullptr};
 }
 
 } // namespace
@@ -58,6 +61,32 @@ kiln_module* kiln_module_load(const char* path) {
         return wrap(kiln::RuntimeModule::fromProgram(program.take()));
       },
       nullptr);
+}
+
+kiln_module* kiln_module_load_mpi(const char* path, const void* comm) {
+  return guarded(
+      [&]() -> kiln_module* {
+        if (!path) return setError("kiln: error: no path given"), nullptr;
+        auto transport = kiln::dist::openMpi(comm);
+        if (!transport.ok()) return setError(transport.diags()), nullptr;
+        kiln::ExecutorOptions opts;
+        opts.transport = *transport;
+        kiln_module* m = wrap(kiln::RuntimeModule::open(path, opts));
+        if (m) m->transport = *transport;
+        return m;
+      },
+      nullptr);
+}
+
+int kiln_module_rank(const kiln_module* module) {
+  return module && module->transport ? module->transport->rank() : 0;
+}
+
+void kiln_module_abort(const kiln_module* module) {
+  if (!module || !module->transport) return;
+  std::fputs(lastError.c_str(), stderr);
+  if (!lastError.empty() && lastError.back() != '\n') std::fputc('\n', stderr);
+  module->transport->abort(kiln::Diags{});
 }
 
 kiln_module* kiln_module_load_memory(const void* data, size_t size) {

@@ -7,12 +7,14 @@
 
 #include "ir/interp/collective.h"
 #include "ir/interp/interp.h"
+#include "runtime/dist/ranks.h"
 #include "runtime/drivers.h"
 
 namespace kiln {
 
 struct Executor::DeviceState {
-  std::shared_ptr<hal::Device> device;
+  hal::DeviceId id;
+  std::shared_ptr<hal::Device> device;                       // null for a device of another rank
   std::vector<std::unique_ptr<hal::Executable>> executables; // those of targets it loads
   std::unique_ptr<hal::CommandBuffer> pending;
   std::unique_ptr<hal::Semaphore> timeline;
@@ -56,6 +58,7 @@ struct Executor::Step {
 struct Executor::Plan {
   size_t slots = 0;
   std::vector<Step> steps;
+  std::vector<size_t> slotDevice; // the device each slot's buffer lies on
 };
 
 Executor::Executor() = default;
@@ -66,12 +69,18 @@ Result<size_t> Executor::deviceIndex(const std::string& spec, const Loc& loc) {
   KILN_TRY(hal::DeviceId id, hal::parseDeviceId(spec, loc));
   if (opts_.device) id = *opts_.device;
   for (size_t i = 0; i < devices_.size(); ++i)
-    if (devices_[i]->device->id() == id) {
+    if (devices_[i]->id == id) {
       deviceByName_[spec] = i;
       return i;
     }
-  KILN_TRY(std::shared_ptr<hal::Device> dev, hal::openDevice(id, loc));
   auto state = std::make_unique<DeviceState>();
+  state->id = id;
+  if (ranks_ && !ranks_->isLocal(id)) { // another rank opens it
+    devices_.push_back(std::move(state));
+    deviceByName_[spec] = devices_.size() - 1;
+    return devices_.size() - 1;
+  }
+  KILN_TRY(std::shared_ptr<hal::Device> dev, hal::openDevice(id, loc));
   state->device = dev;
   state->pending = dev->createCommandBuffer();
   state->timeline = dev->createSemaphore(0);
@@ -96,6 +105,13 @@ Result<std::unique_ptr<Executor>> Executor::create(std::shared_ptr<const Program
     return error(Loc::named("device"), "the module uses " +
                                            std::to_string(ex->program_->devices.size()) +
                                            " devices; it cannot be moved to one device");
+  if (opts.transport) {
+    if (opts.device && opts.transport->size() > 1)
+      return error(Loc::named("device"), "a module that runs over several ranks cannot be moved "
+                                         "to one device");
+    KILN_TRY(ex->ranks_, dist::Ranks::create(opts.transport, *ex->program_));
+    KILN_CHECK(ex->ranks_->checkModule(*ex->program_));
+  }
   ex->weightStore_ = std::make_unique<WeightStore>(*ex->program_->host);
   for (const std::string& name : ex->program_->entries) {
     const Func* f = ex->program_->host->lookupFunc(name);
@@ -133,6 +149,8 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
     }
     if (op.numResults() == 1) {
       st.result = slots[op.result(0)] = plan->slots++;
+      bool view = op.kind() == OpKind::View && st.operands[0] != Step::kNoSlot;
+      plan->slotDevice.push_back(view ? plan->slotDevice[st.operands[0]] : st.device);
       const Type& t = op.result(0)->type();
       st.elem = t.elem();
       for (const Dim& d : t.shape()) {
@@ -146,7 +164,8 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
       if (src->isArg() && src->argOf() == &f) {
         st.arg = src->index();
         // Only an argument the signature donates: the caller consented to the write.
-        st.donated = op.attrs().getInt("donated") && f.argDonation(src->index());
+        // Over ranks, rank 0's caller is not the one whose memory a rank would write.
+        st.donated = op.attrs().getInt("donated") && f.argDonation(src->index()) && !ranks_;
       }
       break;
     }
@@ -165,6 +184,7 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
       if (st.operands[0] != Step::kNoSlot) st.views = viewsOf[st.operands[0]];
       break;
     case OpKind::Launch: {
+      if (!devices_[st.device]->device) break; // another rank's
       std::string kernel = op.attrs().getStr("kernel");
       int64_t outs = op.attrs().getInt("outputs");
       if (outs < 0 || static_cast<size_t>(outs) > op.numOperands())
@@ -221,10 +241,13 @@ Result<std::unique_ptr<Executor::Plan>> Executor::prepare(const Func& f) {
   return plan;
 }
 
+int Executor::rank() const { return ranks_ ? ranks_->rank() : 0; }
+
 Status Executor::enableProfile(bool on) {
   for (auto& d : devices_)
-    if (!d->device->setProfiler(on ? &profile_ : nullptr)) {
-      for (auto& e : devices_) e->device->setProfiler(nullptr);
+    if (d->device && !d->device->setProfiler(on ? &profile_ : nullptr)) {
+      for (auto& e : devices_)
+        if (e->device) e->device->setProfiler(nullptr);
       profiling_ = false;
       return error(Loc::named(d->device->id().str()),
                    "this device cannot time its dispatches one by one (profiling needs a "
@@ -255,6 +278,22 @@ Result<hal::Buffer*> Executor::weightBuffer(const std::string& name, size_t devi
   hal::Buffer* raw = buf.get();
   weightBuffers_[key] = std::move(buf);
   return raw;
+}
+
+// Whether step `st` runs on this rank: a step on another rank's device does not; a
+// transfer_to between two ranks runs on both (a send and a receive); `return` runs on every
+// rank. A host op over buffers of several devices (a collective) decides here too.
+bool Executor::runsHere(const Plan& plan, const Step& st) const {
+  auto local = [&](size_t d) { return devices_[d]->device != nullptr; };
+  bool operandLocal = st.operands.empty() || st.operands[0] == Step::kNoSlot ||
+                      local(plan.slotDevice[st.operands[0]]);
+  switch (st.op->kind()) {
+  case OpKind::Return: return true;
+  case OpKind::View:
+  case OpKind::Free: return operandLocal;
+  case OpKind::TransferTo: return local(st.device) || (!st.arg && operandLocal);
+  default: return !st.op->attrs().has("device") || local(st.device);
+  }
 }
 
 namespace {
@@ -297,7 +336,7 @@ Result<uint64_t> byteCount(ElemType elem, const std::vector<int64_t>& shape, con
 } // namespace
 
 Result<std::vector<HostTensor>> Executor::call(const std::string& function,
-                                               const std::vector<HostTensor>& inputs) {
+                                               const std::vector<HostTensor>& callerInputs) {
   auto planIt = plans_.find(function);
   if (planIt == plans_.end()) {
     std::string names;
@@ -307,11 +346,18 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
   }
   const Func& f = *program_->entry(function);
   Plan& plan = *planIt->second;
+  std::vector<HostTensor> shared; // over ranks: rank 0's inputs
+  if (ranks_) {
+    shared = callerInputs;
+    KILN_CHECK(ranks_->shareInputs(shared, f.loc()));
+  }
+  const std::vector<HostTensor>& inputs = ranks_ ? shared : callerInputs;
   SymbolBinding binding;
   KILN_CHECK(bindArguments(f, inputs, binding));
   stats_ = CallStats{};
   if (profiling_) ++profiledCalls_;
   for (auto& d : devices_) {
+    if (!d->device) continue;
     // A failed call leaves its semaphore failed; each call starts on a fresh timeline.
     d->pending = d->device->createCommandBuffer();
     d->timeline = d->device->createSemaphore(0);
@@ -395,11 +441,23 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     return s;
   };
   auto finish = [&]() {
-    for (auto& d : devices_) stats_.peakBytes += d->device->memoryStats().peakBytes;
+    for (auto& d : devices_)
+      if (d->device) stats_.peakBytes += d->device->memoryStats().peakBytes;
+  };
+  // Over ranks: a transfer's wait, for its timeout error.
+  auto transferWait = [&](const Step& st, size_t from, size_t index) {
+    return dist::Wait{st.op->loc(), "transfer_to " + devices_[from]->id.str() + " -> " +
+                                        devices_[st.device]->id.str() + " (step " +
+                                        std::to_string(index) + ")"};
   };
 
-  for (Step& st : plan.steps) {
+  for (size_t index = 0; index < plan.steps.size(); ++index) {
+    Step& st = plan.steps[index];
     const Op& op = *st.op;
+    if (ranks_) {
+      ranks_->maybeKillAt(index);
+      if (!runsHere(plan, st)) continue;
+    }
     switch (op.kind()) {
     case OpKind::AllocBuffer: {
       KILN_TRY(slots[st.result], newSlot(st));
@@ -434,6 +492,14 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::TransferTo: {
+      if (!devices_[st.device]->device) { // to another rank's device: send the source there
+        KILN_TRY(Slot * from, slotOf(st, 0));
+        KILN_CHECK(devices_[from->device]->flush());
+        KILN_CHECK(ranks_->sendBuffer(*from->buffer, ranks_->owner(devices_[st.device]->id),
+                                      dist::Ranks::tagOf(index),
+                                      transferWait(st, from->device, index)));
+        break;
+      }
       if (st.donated) {
         KILN_TRY(slots[st.result], donatedSlot(st, *st.arg));
         break;
@@ -451,6 +517,10 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
           return error(op.loc(), "transfer_to: input " + std::to_string(*st.arg) +
                                      " does not fill its buffer");
         KILN_CHECK(s.buffer->write(0, t.data(), t.byteSize()));
+      } else if (size_t src = plan.slotDevice[st.operands[0]]; !devices_[src]->device) {
+        // From another rank's device.
+        KILN_CHECK(ranks_->recvBuffer(*s.buffer, ranks_->owner(devices_[src]->id),
+                                      dist::Ranks::tagOf(index), transferWait(st, src, index)));
       } else {
         KILN_TRY(Slot * from, slotOf(st, 0));
         if (from->buffer->byteSize() != s.buffer->byteSize())
@@ -548,9 +618,36 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Return: {
-      for (auto& d : devices_) KILN_CHECK(d->flush());
+      for (auto& d : devices_)
+        if (d->device) KILN_CHECK(d->flush());
       std::vector<HostTensor> results;
       for (size_t i = 0; i < st.operands.size(); ++i) {
+        if (ranks_ && st.operands[i] != Step::kNoSlot) { // other ranks' results go to rank 0
+          size_t dev = plan.slotDevice[st.operands[i]];
+          int owner = ranks_->owner(devices_[dev]->id), tag = dist::Ranks::tagOf(index + 1 + i);
+          dist::Wait wait{op.loc(), "returning result " + std::to_string(i) + " from " +
+                                        devices_[dev]->id.str() + " to rank 0"};
+          if (ranks_->rank() != 0) {
+            if (owner != ranks_->rank()) continue;
+            KILN_TRY(Slot * s, slotOf(st, i));
+            KILN_CHECK(ranks_->sendBuffer(*s->buffer, 0, tag, wait));
+            continue;
+          }
+          if (owner != 0) {
+            std::vector<int64_t> shape;
+            for (const Dim& d : op.operand(i)->type().shape()) {
+              std::optional<int64_t> v = d.isUnknown() ? std::nullopt : d.expr().evaluate(binding);
+              if (!v || *v < 0)
+                return error(op.loc(), "return: a dim of result " + std::to_string(i) +
+                                           " cannot be evaluated at run time");
+              shape.push_back(*v);
+            }
+            HostTensor t = HostTensor::uninitialized(op.operand(i)->type().elem(), shape);
+            KILN_CHECK(ranks_->transport().recv(owner, tag, t.mutableData(), t.byteSize(), wait));
+            results.push_back(std::move(t));
+            continue;
+          }
+        }
         KILN_TRY(Slot * s, slotOf(st, i));
         if (s->donor) { // the caller's tensor holds the result (written in place or copied)
           HostTensor t = inputs[*s->donor];
@@ -565,6 +662,8 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       finish();
       return results;
     }
+    // A host op over buffers of several devices (a collective) goes here; under MPI its
+    // buffers may lie on several ranks: see runsHere and dist::Ranks::gatherBlocks.
     default:
       return error(op.loc(), "host function @" + f.name() + " contains '" + std::string(op.name()) +
                                  "', which the executor does not run");

@@ -22,6 +22,10 @@
 // either way a writable donated argument holds the result after the call. A read-only one
 // (HostTensor::view, such as an mmap'ed .npy file) is left unchanged. A call that fails may
 // leave a donated argument bound in place partly written.
+//
+// Over ranks (ExecutorOptions::transport, docs/distributed.md): each process runs the
+// steps on its own devices only (runtime/dist/ranks.h says how devices map to ranks and how
+// buffers cross them); rank 0's inputs are used and only rank 0 gets results.
 #pragma once
 
 #include <map>
@@ -38,6 +42,11 @@
 
 namespace kiln {
 
+namespace dist {
+class Transport;
+class Ranks;
+} // namespace dist
+
 struct ExecutorOptions {
   // Runs every device of the program on this one instead (kiln run --device=...).
   std::optional<hal::DeviceId> device;
@@ -46,6 +55,12 @@ struct ExecutorOptions {
   // and cpu). Kernels only read it; such memory is not counted in CallStats::peakBytes. The
   // caller keeps the inputs unchanged until the call returns (the Python package does).
   bool readInputsInPlace = false;
+  // Runs the program with the other ranks of this transport (dist::openMpi): the module's
+  // devices are split evenly over the ranks and each rank opens and runs its own. Every rank
+  // must create the executor and make the same calls; rank 0's inputs are the call's
+  // inputs and only rank 0 gets the results (the others get none). Donated arguments are
+  // not written in place.
+  std::shared_ptr<dist::Transport> transport;
 };
 
 struct CallStats {
@@ -61,6 +76,8 @@ public:
   ~Executor();
 
   const Program& program() const { return *program_; }
+  // This process's rank under ExecutorOptions::transport (0 without one).
+  int rank() const;
   Result<std::vector<HostTensor>> call(const std::string& function,
                                        const std::vector<HostTensor>& inputs);
   const CallStats& lastStats() const { return stats_; }
@@ -79,10 +96,12 @@ private:
   Result<size_t> deviceIndex(const std::string& spec, const Loc& loc);
   Result<std::unique_ptr<Plan>> prepare(const Func& f);
   Result<hal::Buffer*> weightBuffer(const std::string& name, size_t device, const Loc& loc);
+  bool runsHere(const Plan& plan, const Step& st) const;
 
   std::shared_ptr<const Program> program_;
   ExecutorOptions opts_;
-  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::vector<std::unique_ptr<DeviceState>> devices_; // another rank's: no device
+  std::unique_ptr<dist::Ranks> ranks_;                // with a transport
   std::map<std::string, size_t> deviceByName_;
   std::map<std::string, std::unique_ptr<Plan>> plans_; // by entry function
   std::unique_ptr<WeightStore> weightStore_;

@@ -1,6 +1,7 @@
 # lit configuration for kiln's IR tests: each .kir file has RUN: lines and FileCheck checks.
 import os
 import re
+import shutil
 import subprocess
 import sys
 import lit.formats
@@ -21,6 +22,17 @@ config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "
 config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not")))
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# `REQUIRES: mpi`: kiln was built with MPI (feature kiln-mpi) and mpirun is installed. %mpirun is
+# scripts/mpirun.sh (root, oversubscription, shared memory, a time limit: one place for the
+# flags a container needs); %kiln-mpi-* are the programs of tests/mpi.
+if getattr(config, "kiln_have_mpi", False):
+    config.available_features.add("kiln-mpi")
+    if shutil.which("mpirun"):
+        config.available_features.add("mpi")
+config.substitutions.append(("%mpirun", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "scripts", "mpirun.sh")))
+for prog in ("kiln-mpi-transport", "kiln-mpi-capi"):
+    # Before %kiln, which would match their start.
+    config.substitutions.insert(0, ("%" + prog, os.path.join(os.path.dirname(config.kiln_fuzz_dir), "mpi", prog)))
 config.substitutions.append(("%npy", sys.executable + " " + os.path.join(os.path.dirname(__file__), "Inputs", "npy.py")))
 
 # `REQUIRES: vulkan`: kiln sees vulkan[0] (lavapipe unless VK_DRIVER_FILES or VK_ICD_FILENAMES
