@@ -3,6 +3,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "ir/interp/collective.h"
@@ -292,6 +293,10 @@ bool Executor::runsHere(const Plan& plan, const Step& st) const {
   case OpKind::View:
   case OpKind::Free: return operandLocal;
   case OpKind::TransferTo: return local(st.device) || (!st.arg && operandLocal);
+  case OpKind::Collective: // on every rank that holds one of its inputs
+    for (size_t i = 0; i < st.operands.size() / 2; ++i)
+      if (st.operands[i] != Step::kNoSlot && local(plan.slotDevice[st.operands[i]])) return true;
+    return false;
   default: return !st.op->attrs().has("device") || local(st.device);
   }
 }
@@ -587,16 +592,49 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     case OpKind::Wait: KILN_CHECK(devices_[st.device]->flush()); break;
     case OpKind::Collective: {
       // Through the host: the inputs' devices finish the work that writes them, the host
-      // combines them (ir/interp/collective.h, the interpreter's semantics) and writes each
-      // output buffer on its device.
+      // combines them (ir/interp/collective.h, the interpreter's semantics, so every rank and
+      // every driver agrees bit for bit) and writes each output buffer on its device. Over
+      // ranks, each participant sends its devices' inputs to the others and receives theirs.
       const size_t n = st.operands.size() / 2;
       std::vector<HostTensor> in;
+      std::vector<std::vector<uint8_t>> local(n);
+      std::vector<hal::DeviceId> devs;
       for (size_t i = 0; i < n; ++i) {
+        const Value* v = op.operand(i);
+        std::vector<int64_t> shape;
+        for (const Dim& d : v->type().shape()) {
+          std::optional<int64_t> x = d.isUnknown() ? std::nullopt : d.expr().evaluate(binding);
+          if (!x || *x < 0)
+            return error(op.loc(), "collective: a dim of input " + std::to_string(i) +
+                                       " cannot be evaluated at run time");
+          shape.push_back(*x);
+        }
+        in.push_back(HostTensor::uninitialized(v->type().elem(), shape));
+        size_t dev = st.operands[i] == Step::kNoSlot ? 0 : plan.slotDevice[st.operands[i]];
+        devs.push_back(devices_[dev]->id);
+        if (!devices_[dev]->device) continue; // another rank's
         KILN_TRY(Slot * s, slotOf(st, i));
         KILN_CHECK(devices_[s->device]->flush());
-        HostTensor t = HostTensor::uninitialized(s->elem, s->shape);
-        KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
-        in.push_back(std::move(t));
+        if (s->buffer->byteSize() != in[i].byteSize())
+          return error(op.loc(), "collective: input " + std::to_string(i) + " holds " +
+                                     std::to_string(s->buffer->byteSize()) + " bytes, not " +
+                                     std::to_string(in[i].byteSize()));
+        KILN_CHECK(s->buffer->read(0, in[i].mutableData(), in[i].byteSize()));
+        if (ranks_) local[i].assign(in[i].data(), in[i].data() + in[i].byteSize());
+      }
+      if (ranks_) {
+        dist::Wait wait{op.loc(), std::string(op.attrs().getStr("kind")) + " (step " +
+                                      std::to_string(index) + ")"};
+        KILN_TRY(std::vector<std::vector<uint8_t>> blocks,
+                 ranks_->gatherBlocks(devs, std::move(local), dist::Ranks::tagOf(index), wait));
+        for (size_t i = 0; i < n; ++i) {
+          if (blocks[i].size() != in[i].byteSize())
+            return error(op.loc(), "collective: input " + std::to_string(i) + " came with " +
+                                       std::to_string(blocks[i].size()) + " bytes, not " +
+                                       std::to_string(in[i].byteSize()));
+          if (!blocks[i].empty())
+            std::memcpy(in[i].mutableData(), blocks[i].data(), blocks[i].size());
+        }
       }
       const Attrs& a = op.attrs();
       std::optional<OpKind> kind = lookupOp(a.getStr("kind"));
@@ -607,13 +645,15 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
                computeCollective(*kind, a.has("reduce") ? a.getStr("reduce") : "",
                                  a.has("axis") ? a.getInt("axis") : 0, in, op.loc()));
       for (size_t i = 0; i < n; ++i) {
+        stats_.collectiveBytes += in[i].byteSize();
+        size_t out_i = st.operands[n + i];
+        if (out_i == Step::kNoSlot || !devices_[plan.slotDevice[out_i]]->device) continue;
         KILN_TRY(Slot * s, slotOf(st, n + i));
         if (s->buffer->byteSize() != out[i].byteSize())
           return error(op.loc(), "collective: output " + std::to_string(i) + " holds " +
                                      std::to_string(s->buffer->byteSize()) + " bytes, not " +
                                      std::to_string(out[i].byteSize()));
         KILN_CHECK(s->buffer->write(0, out[i].data(), out[i].byteSize()));
-        stats_.collectiveBytes += in[i].byteSize();
       }
       break;
     }
@@ -662,8 +702,6 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       finish();
       return results;
     }
-    // A host op over buffers of several devices (a collective) goes here; under MPI its
-    // buffers may lie on several ranks: see runsHere and dist::Ranks::gatherBlocks.
     default:
       return error(op.loc(), "host function @" + f.name() + " contains '" + std::string(op.name()) +
                                  "', which the executor does not run");
