@@ -226,6 +226,17 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
       if (op->kind() == OpKind::Launch) launched[b].insert(op->attrs().getStr("kernel"));
     }
   if (order.empty()) order.push_back(groups.front().backend);
+  // Declared devices keep their declaration order (MPI ranks take them in this order, so
+  // rank r holds tensor-parallel group r); others follow in order of first use.
+  std::stable_sort(p.devices.begin(), p.devices.end(), [&](const std::string& a, const std::string& b) {
+    auto rank = [&](const std::string& d) {
+      const auto& decls = module->devices();
+      for (size_t i = 0; i < decls.size(); ++i)
+        if (decls[i].target.str() == d) return i;
+      return decls.size();
+    };
+    return rank(a) < rank(b);
+  });
 
   {
     ScopedPhase phase(timer, "memory analysis");
