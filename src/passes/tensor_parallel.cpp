@@ -533,11 +533,11 @@ private:
   }
 
   Status rewrite(Op& op) {
-    KILN_TRY(auto at, locate(op.device(), op.loc(), "op '" + std::string(op.name()) + "'"));
-    const size_t group = at.first;
     if (op.has(kCollective))
       return error(op.loc(), "tensor parallel: the module already holds collectives; it is "
                              "partitioned once");
+    KILN_TRY(auto at, locate(op.device(), op.loc(), "op '" + std::string(op.name()) + "'"));
+    const size_t group = at.first;
     if (op.kind() == OpKind::Transfer) {
       // Between pipeline stages: each device sends its part to its peer in the next group.
       Dist src = dist_.at(op.operand(0));
