@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "runtime/dist/transport.h"
 #include "runtime/executor.h"
 
 namespace kiln::cli {
@@ -98,13 +99,26 @@ int runBench(const std::vector<std::string>& args) {
     if (!e.ok()) return fail(e.diags());
     functions.push_back(*e);
   }
-  auto inputs = loadInputTensors(a.all("input"));
-  if (!inputs.ok()) return fail(inputs.diags());
   ExecutorOptions opts;
+  // Under mpirun every rank runs its devices' share of each call; rank 0 reads the inputs
+  // and prints the times (each call's time includes waiting for the other ranks).
+  if (dist::launchedByMpi()) {
+    auto transport = dist::openMpi(nullptr, 0);
+    if (!transport.ok()) return fail(transport.diags());
+    opts.transport = *transport;
+  }
+  auto failRank = [&](const Diags& d) {
+    if (opts.transport && opts.transport->size() > 1) opts.transport->abort(d);
+    return fail(d);
+  };
+  bool rank0 = !opts.transport || opts.transport->rank() == 0;
+  Result<std::vector<HostTensor>> inputs = std::vector<HostTensor>{};
+  if (rank0) inputs = loadInputTensors(a.all("input"));
+  if (!inputs.ok()) return failRank(inputs.diags());
   if (a.has("device") && isModuleFile(a.positional[0]))
     opts.device = *hal::parseDeviceId(device, Loc::named("--device"));
   auto executor = Executor::create(*program, opts);
-  if (!executor.ok()) return fail(executor.diags());
+  if (!executor.ok()) return failRank(executor.diags());
 
   for (const std::string& f : functions) {
     auto warmStart = std::chrono::steady_clock::now();
@@ -112,25 +126,33 @@ int runBench(const std::vector<std::string>& args) {
                                            std::chrono::milliseconds(*warmupMs);
          ++i) {
       auto r = (*executor)->call(f, *inputs);
-      if (!r.ok()) return fail(r.diags());
+      if (!r.ok()) return failRank(r.diags());
     }
     if (a.has("profile"))
-      if (Status p = (*executor)->enableProfile(true); !p.ok()) return fail(p.diags());
+      if (Status p = (*executor)->enableProfile(true); !p.ok()) return failRank(p.diags());
     std::vector<double> times;
     for (int64_t i = 0; i < *reps; ++i) {
       auto start = std::chrono::steady_clock::now();
       auto r = (*executor)->call(f, *inputs);
       auto end = std::chrono::steady_clock::now();
-      if (!r.ok()) return fail(r.diags());
+      if (!r.ok()) return failRank(r.diags());
       times.push_back(std::chrono::duration<double>(end - start).count());
     }
+    if (!rank0) continue;
     std::sort(times.begin(), times.end());
     auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1) + 0.5)]; };
     std::cout << "@" << f << ": median " << ms(at(0.5)) << ", min " << ms(times.front()) << ", max "
               << ms(times.back()) << ", p10-p90 " << ms(at(0.1)) << " - " << ms(at(0.9)) << " ("
               << *reps << " repetitions, " << *warmup << " warmup, "
               << (*executor)->lastStats().dispatches << " dispatches, peak device memory "
-              << (*executor)->lastStats().peakBytes << " bytes)\n";
+              << (*executor)->lastStats().peakBytes << " bytes"
+              << ((*executor)->lastStats().collectiveBytes
+                      ? ", " + std::to_string((*executor)->lastStats().collectiveBytes) +
+                            " bytes into collectives per call"
+                      : std::string())
+              << (opts.transport ? ", " + std::to_string(opts.transport->size()) + " MPI ranks"
+                                 : std::string())
+              << ")\n";
     if (a.has("profile")) {
       std::cout << formatProfile((*executor)->profile().rows(), (*executor)->profiledCalls());
       (void)(*executor)->enableProfile(false);

@@ -461,9 +461,20 @@ private:
     } else if (need.isSplit()) {
       KILN_TRY(Dist whole, convert(orig, Sharding::rep()));
       out = Dist{need, whole.group, {}};
+      // An argument is cut where it arrives and each device gets only its piece (the whole
+      // copies are then unused and dropped).
+      std::optional<size_t> home;
+      for (size_t l = 0; l < whole.parts.size() && orig->isArg(); ++l)
+        if (whole.parts[l] == orig) home = l;
       for (size_t l = 0; l < static_cast<size_t>(t_); ++l) {
-        KILN_TRY(Value * p, part(whole, l));
-        KILN_TRY(Value * s, slice(p, need.dim, l, whole.group));
+        KILN_TRY(Value * p, part(whole, home.value_or(l)));
+        KILN_TRY(Value * s, slice(p, need.dim, l, whole.group, home.value_or(l)));
+        if (home && *home != l) {
+          Attrs to;
+          to.set("to", device(whole.group, l).str());
+          KILN_TRY(Op * t, make(OpKind::Transfer, {s}, to, {}, before_->loc(), device(whole.group, l)));
+          s = t->result();
+        }
         out.parts.push_back(s);
       }
     } else {
@@ -476,15 +487,21 @@ private:
   // Piece `lane` of replicated part `v` along dim d: a shard of the weight it comes from when
   // it is a weight (through transposes and casts), else a slice.
   Result<Value*> slice(Value* v, int64_t d, size_t lane, size_t group) {
-    KILN_TRY(Value * w, weightShard(v, d, lane, group));
-    if (w) return w;
+    return slice(v, d, lane, group, lane);
+  }
+  // Piece `lane` cut on the device of lane `on`.
+  Result<Value*> slice(Value* v, int64_t d, size_t lane, size_t group, size_t on) {
+    if (on == lane) {
+      KILN_TRY(Value * w, weightShard(v, d, lane, group));
+      if (w) return w;
+    }
     int64_t piece = *staticDim(v->type(), d) / t_;
     Attrs a;
     a.set("starts", std::vector<int64_t>{static_cast<int64_t>(lane) * piece});
     a.set("ends", std::vector<int64_t>{static_cast<int64_t>(lane + 1) * piece});
     a.set("axes", std::vector<int64_t>{d});
     a.set("steps", std::vector<int64_t>{1});
-    KILN_TRY(Op * s, make(OpKind::Slice, {v}, a, {}, before_->loc(), device(group, lane)));
+    KILN_TRY(Op * s, make(OpKind::Slice, {v}, a, {}, before_->loc(), device(group, on)));
     return s->result();
   }
 
