@@ -241,27 +241,30 @@ private:
     return replicate(op);
   }
 
-  // By heads: q, k and v split along their head dim (Hq and Hkv both divide by T, so every
-  // device keeps whole groups of query heads with their K/V head); a mask with a head dim too.
+  // By heads or batch: q, k and v split alike along one of their leading dims (by heads, Hq
+  // and Hkv both divide by T, so every device keeps whole groups of query heads with their
+  // K/V head); a mask with that dim too, else whole.
   OpPlan attention(const Op& op, const std::vector<Sharding>& in) const {
-    bool byHeads = false;
+    const Type& q = op.operand(0)->type();
+    const int64_t rq = q.rank();
+    int64_t d = -1;
+    for (size_t k = 0; k < 3 && d < 0; ++k)
+      if (in[k].isSplit() && in[k].dim < rq - 2 && op.operand(k)->type().rank() == rq) d = in[k].dim;
+    if (d < 0) return replicate(op);
+    OpPlan p;
     for (size_t k = 0; k < 3; ++k) {
       const Type& t = op.operand(k)->type();
-      if (t.rank() < 3 || !divisible(t, t.rank() - 3)) return replicate(op);
-      byHeads = byHeads || (in[k].isSplit() && in[k].dim == t.rank() - 3);
+      if (t.rank() != rq || !divisible(t, d)) return replicate(op);
+      if (d < rq - 3 && staticDim(t, d) != staticDim(q, d)) return replicate(op);
+      p.operands.push_back(Sharding::split(d));
     }
-    if (!byHeads) return replicate(op);
-    OpPlan p;
-    for (size_t k = 0; k < 3; ++k) p.operands.push_back(Sharding::split(op.operand(k)->type().rank() - 3));
-    const Type& q = op.operand(0)->type();
     if (op.numOperands() > 3) {
       const Type& mask = op.operand(3)->type();
-      int64_t dm = mask.rank() - 3;
-      p.operands.push_back(dm >= 0 && staticDim(mask, dm) == staticDim(q, q.rank() - 3)
-                               ? Sharding::split(dm)
-                               : Sharding::rep());
+      int64_t dm = d - (rq - mask.rank());
+      p.operands.push_back(dm >= 0 && staticDim(mask, dm) == staticDim(q, d) ? Sharding::split(dm)
+                                                                            : Sharding::rep());
     }
-    p.result = Sharding::split(q.rank() - 3);
+    p.result = Sharding::split(d);
     return p;
   }
 
