@@ -30,6 +30,7 @@ def parse_args():
     p.add_argument("--repetitions", type=int, help="timed calls (default 20, 2 with --quick)")
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"))
     p.add_argument("--context", type=int, default=2048, help="past tokens (default 2048)")
+    p.add_argument("--keep", metavar="DIR", help="write the layer, modules and inputs to DIR and keep them")
     return p.parse_args()
 
 
@@ -65,7 +66,8 @@ def main():
     layer = layers.Layer(ARGS.quick)
     past = 16 if ARGS.quick else ARGS.context
     reps = ARGS.repetitions or (2 if ARGS.quick else 20)
-    tmp = tempfile.mkdtemp(prefix="kiln-tp-")
+    tmp = ARGS.keep or tempfile.mkdtemp(prefix="kiln-tp-")
+    os.makedirs(tmp, exist_ok=True)
     try:
         rng = np.random.default_rng(1)
         weights = layers.decoder_weights(layer, rng)
@@ -121,7 +123,8 @@ def main():
             print(f"| {name} | {ms:.3f} | {ms / base:.2f}x | {coll} | {coll // 2 if coll else 0} |")
         print("\nOutputs of every variant match the one-device run (relative error <= 1e-4).")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not ARGS.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
