@@ -13,7 +13,8 @@ namespace kiln::cli {
 const char* const kBenchHelp = R"(usage: kiln bench FILE.kmod|FILE.kir|- [flags]
 
 Loads a module once, then calls functions repeatedly and prints, per function, the
-median time and the spread (min, max, and the 10th to 90th percentile range).
+median time and the spread (min, max, and the 10th to 90th percentile range). Under
+mpirun each rank runs its share of the module's devices and rank 0 prints.
 
   --function=NAME       function to time (repeatable; default main, else the only one)
   --input=@FILE.npy     next argument (repeatable), as for kiln run
