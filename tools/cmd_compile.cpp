@@ -31,6 +31,8 @@ kiln dump).
   --partition=SPEC      pipeline:P (P stages over the first P devices),
                         tensor:T (tensor parallel over groups of T devices) or
                         pipeline:P,tensor:T (docs/devices.md, docs/distributed.md)
+  --shard=PATTERN=SHARDING  with tensor:T, give the results of the ops PATTERN matches
+                        the sharding `replicated` or `split:D` (repeatable)
   --donate=[@FUNC:]ARG[:RESULT]  write result RESULT over argument ARG (a name or index) in
                         place; RESULT defaults to the one result of ARG's type (repeatable;
                         the same as `donate RESULT` after the argument in IR; docs/donation.md)

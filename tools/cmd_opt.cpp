@@ -34,6 +34,8 @@ Devices and placement (docs/devices.md):
   --partition=SPEC      pipeline:P (P stages over the first P devices),
                         tensor:T (tensor parallel over groups of T devices) or
                         pipeline:P,tensor:T (docs/devices.md, docs/distributed.md)
+  --shard=PATTERN=SHARDING  with tensor:T, give the results of the ops PATTERN matches
+                        the sharding `replicated` or `split:D` (repeatable)
   --no-transfers        a value needed on another device is an error, not a transfer
   --report=placement    print the placement report instead of the module
   --emit=placement-dot  print a Graphviz graph coloured by device instead of the module
@@ -107,7 +109,8 @@ int runOpt(const std::vector<std::string>& args) {
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
   placement->affinity = !placement->place.empty() || placement->stages ||
-                        placement->tensor > 1 || a.has("no-transfers") ||
+                        placement->tensor > 1 || !placement->shard.empty() ||
+                        a.has("no-transfers") ||
                         a.has("report") || emitDot;
 
   auto module = loadModule(a.positional[0]);

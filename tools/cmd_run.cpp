@@ -25,6 +25,8 @@ is compiled in memory first; a .kmod file runs as compiled.
   --place=PATTERN=DEV   (source models) pin matching ops to DEV (repeatable)
   --partition=SPEC      (source models) pipeline:P, tensor:T or pipeline:P,tensor:T
                         (docs/devices.md, docs/distributed.md)
+  --shard=PATTERN=SHARDING  (source models) with tensor:T, pin the results' sharding:
+                        `replicated` or `split:D` (repeatable)
   --function=NAME       function to run (default: main, else the only function)
   --donate=[@FUNC:]ARG[:RESULT]  (source models) write result RESULT over argument ARG
                         (a name or index) in place; RESULT defaults to the one result of
@@ -79,7 +81,7 @@ int runRun(const std::vector<std::string>& args) {
   const std::vector<std::string>& devices = placement->devices.devices;
   bool kmod = isModuleFile(a.positional[0]);
   if (kmod && (devices.size() > 1 || placement->devices.autoDeclare || !placement->place.empty() ||
-               placement->stages || placement->tensor > 1))
+               placement->stages || placement->tensor > 1 || !placement->shard.empty()))
     return fail(error(Loc::named(a.positional[0]),
                       "a .kmod runs as it was compiled; --devices, --place, --partition and "
                       "more than one --device apply to source models"));

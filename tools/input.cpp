@@ -79,6 +79,7 @@ const std::vector<FlagSpec>& placementFlagSpecs() {
       {"devices", true, false, ""},
       {"place", true, true, ""},
       {"partition", true, false, ""},
+      {"shard", true, true, ""},
   };
   return specs;
 }
@@ -102,6 +103,7 @@ Result<PlacementOptions> placementFlags(const ParsedArgs& a) {
     o.stages = spec.stages;
     o.tensor = spec.tensor;
   }
+  o.shard = a.all("shard");
   return o;
 }
 

@@ -166,7 +166,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   }
   bool placed =
       schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
-                   po.stages || po.tensor > 1 || po.affinity || mentionsDevices(*module));
+                   po.stages || po.tensor > 1 || !po.shard.empty() || po.affinity || mentionsDevices(*module));
   std::optional<ScopedPhase> placing;
   placing.emplace(timer, placed ? "placement" : "shape-infer");
   if (placed) {

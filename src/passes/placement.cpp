@@ -103,8 +103,6 @@ bool globMatch(std::string_view p, std::string_view t) {
   return pi == p.size();
 }
 
-namespace {
-
 bool opMatches(const Op& op, std::string_view pattern) {
   if (globMatch(pattern, op.name())) return true;
   for (size_t r = 0; r < op.numResults(); ++r)
@@ -121,6 +119,8 @@ bool opMatches(const Op& op, std::string_view pattern) {
   }
   return op.kind() == OpKind::Weight && globMatch(pattern, op.attrs().getStr("name"));
 }
+
+namespace {
 
 Result<DeviceTarget> placeDevice(const Module& m, const std::string& text, const Loc& where) {
   if (!text.empty() && text[0] == '@') {
@@ -342,8 +342,9 @@ Status placeModule(Module& m, const PlacementOptions& opts,
   AffinityOptions affinityOpts;
   affinityOpts.allowTransfers = opts.allowTransfers;
   KILN_TRY([[maybe_unused]] AffinityStats stats, runAffinity(m, affinityOpts));
-  if (opts.tensor > 1) {
-    KILN_TRY([[maybe_unused]] TensorParallelStats tp, partitionTensor(m, opts.tensor));
+  if (opts.tensor > 1 || !opts.shard.empty()) {
+    KILN_TRY([[maybe_unused]] TensorParallelStats tp,
+             partitionTensor(m, opts.tensor, opts.shard));
   }
   return verifyModule(m);
 }

@@ -31,6 +31,10 @@ Status resolveDevices(Module& m, const DeviceOptions& opts);
 // Glob match with `*` (any run) and `?` (any one character).
 bool globMatch(std::string_view pattern, std::string_view text);
 
+// Whether `pattern` (a glob) matches the op's name, one of its result value names, its named
+// location (an ONNX node name) or, for `weight`, the weight's name.
+bool opMatches(const Op& op, std::string_view pattern);
+
 // Pins every op matched by each "PATTERN=DEVICE" spec. PATTERN is a glob over the op's
 // name (`matmul`), its result value names, its named location (an ONNX node name) and,
 // for `weight`, the weight's name. DEVICE is `kind[n]` or `@name`, and must be declared.
@@ -64,6 +68,7 @@ struct PlacementOptions {
   std::vector<std::string> place; // --place=PATTERN=DEVICE
   std::optional<int> stages;      // --partition=pipeline:N
   int tensor = 1;                 // --partition=tensor:T (passes/tensor_parallel.h)
+  std::vector<std::string> shard; // --shard=PATTERN=SHARDING (with tensor > 1)
   bool allowTransfers = true;     // false: --no-transfers
   bool affinity = false;          // run affinity at the end
 };

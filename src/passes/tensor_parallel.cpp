@@ -10,7 +10,9 @@
 
 #include "ir/core/shape_rules.h"
 #include "ir/io/weights.h"
+#include "ir/text/printer.h"
 #include "ir/verify/verifier.h"
+#include "passes/placement.h"
 
 namespace kiln {
 
@@ -44,13 +46,16 @@ std::optional<int64_t> staticDim(const Type& t, int64_t d) {
 
 int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
 
-// A value computed from a weight by views and casts only (a transposed or converted weight).
-bool weightDerived(const Value* v) {
+// The weight op a value is computed from by views and casts only (a transposed or converted
+// weight), or null.
+const Op* weightOf(const Value* v) {
   while (v->def() && (v->def()->kind() == OpKind::Transpose ||
                       v->def()->kind() == OpKind::Cast || v->def()->kind() == OpKind::Reshape))
     v = v->def()->operand(0);
-  return v->def() && v->def()->kind() == OpKind::Weight;
+  return v->def() && v->def()->kind() == OpKind::Weight ? v->def() : nullptr;
 }
+
+bool weightDerived(const Value* v) { return weightOf(v) != nullptr; }
 
 // The sharding rules. Partial operands count as replicated (an all_reduce makes them so).
 class Planner {
@@ -63,12 +68,14 @@ public:
     return n && *n >= t_ && *n % t_ == 0;
   }
 
-  OpPlan plan(const Op& op, std::vector<Sharding> in, bool columnCandidate) const {
+  // `whole`: the op is a matmul whose weight is pinned replicated, so never cut.
+  OpPlan plan(const Op& op, std::vector<Sharding> in, bool columnCandidate,
+              bool whole = false) const {
     for (Sharding& s : in)
       if (s.kind == Sharding::Partial) s = Sharding::rep();
     bool anySplit = std::any_of(in.begin(), in.end(), [](const Sharding& s) { return s.isSplit(); });
     if (op.numResults() == 0 || op.has(kCollective)) return replicate(op);
-    if (op.kind() == OpKind::Matmul) return matmul(op, in, columnCandidate);
+    if (op.kind() == OpKind::Matmul) return matmul(op, in, columnCandidate && !whole, whole);
     if (!anySplit) return replicate(op);
     if (op.has(kElementwise)) return elementwise(op, in);
     const Type& x = op.operand(0)->type();
@@ -196,7 +203,8 @@ private:
     return replicate(op);
   }
 
-  OpPlan matmul(const Op& op, const std::vector<Sharding>& in, bool columnCandidate) const {
+  OpPlan matmul(const Op& op, const std::vector<Sharding>& in, bool columnCandidate,
+                bool whole) const {
     const Type &a = op.operand(0)->type(), &b = op.operand(1)->type(), &r = op.result(0)->type();
     const int64_t ra = a.rank(), rb = b.rank(), rr = r.rank();
     if (ra < 2 || rb < 2) return replicate(op);
@@ -216,7 +224,7 @@ private:
       return p;
     };
     auto contraction = [&]() {
-      if (!divisible(a, ra - 1) || !divisible(b, rb - 2)) return replicate(op);
+      if (whole || !divisible(a, ra - 1) || !divisible(b, rb - 2)) return replicate(op);
       p.operands = {Sharding::split(ra - 1), Sharding::split(rb - 2)};
       p.result = Sharding::partial();
       p.rowSplit = true;
@@ -231,7 +239,7 @@ private:
     }
     if (sa.isSplit() && sa.dim == ra - 1) return contraction();
     if (sb.isSplit() && sb.dim == rb - 2) return contraction();
-    if ((sb.isSplit() && sb.dim == rb - 1) || (columnCandidate && !sa.isSplit())) {
+    if ((sb.isSplit() && sb.dim == rb - 1 && !whole) || (columnCandidate && !sa.isSplit())) {
       if (!divisible(r, rr - 1)) return replicate(op);
       p.operands[1] = Sharding::split(rb - 1);
       p.result = Sharding::split(rr - 1);
@@ -278,7 +286,19 @@ struct Analysis {
   std::set<const Op*> blamed;
 };
 
-Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*>& columns) {
+// Shardings the user pinned (--shard), by op.
+using Pins = std::map<const Op*, Sharding>;
+
+// A matmul whose weight operand comes from a weight pinned replicated: it is never cut.
+bool keptWhole(const Op& op, const Pins& pins) {
+  if (op.kind() != OpKind::Matmul) return false;
+  const Op* w = weightOf(op.operand(1));
+  auto it = w ? pins.find(w) : pins.end();
+  return it != pins.end() && it->second.kind == Sharding::Rep;
+}
+
+Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*>& columns,
+                 const Pins& pins) {
   std::unordered_map<const Value*, Sharding> sharding;
   std::unordered_map<const Value*, std::set<const Op*>> origins;
   Analysis out;
@@ -295,7 +315,7 @@ Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*
     }
     std::vector<Sharding> in;
     for (const Value* v : op->operands()) in.push_back(of(v));
-    OpPlan p = planner.plan(*op, in, columns.count(op.get()) != 0);
+    OpPlan p = planner.plan(*op, in, columns.count(op.get()) != 0, keptWhole(*op, pins));
     std::set<const Op*> from;
     for (size_t k = 0; k < in.size(); ++k) {
       const std::set<const Op*>& o = origins[op->operand(k)];
@@ -303,8 +323,14 @@ Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*
       if (in[k] == p.operands[k] && in[k].kind != Sharding::Rep) from.insert(o.begin(), o.end());
     }
     if (p.columnSplit) from.insert(op.get());
+    Sharding result = p.result;
+    if (auto pin = pins.find(op.get()); pin != pins.end() && !(pin->second == p.result)) {
+      if (p.result.isSplit()) out.blamed.insert(from.begin(), from.end());
+      result = pin->second;
+      if (!result.isSplit()) from.clear();
+    }
     for (size_t r = 0; r < op->numResults(); ++r) {
-      sharding[op->result(r)] = p.result;
+      sharding[op->result(r)] = result;
       origins[op->result(r)] = from;
     }
   }
@@ -315,8 +341,9 @@ Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*
 class Materializer {
 public:
   Materializer(Module& m, Func& f, int64_t t, const std::set<const Op*>& columns,
-               TensorParallelStats& stats)
-      : m_(m), f_(f), t_(t), planner_(t, m.symbols()), columns_(columns), stats_(stats) {
+               const Pins& pins, TensorParallelStats& stats)
+      : m_(m), f_(f), t_(t), planner_(t, m.symbols()), columns_(columns), pins_(pins),
+        stats_(stats) {
     const auto& decls = m.devices();
     for (size_t j = 0; j < decls.size(); ++j) {
       if (j % static_cast<size_t>(t) == 0) groups_.emplace_back();
@@ -577,7 +604,7 @@ private:
     }
     std::vector<Sharding> in;
     for (const Value* v : op.operands()) in.push_back(dist_.at(v).s);
-    OpPlan p = planner_.plan(op, in, columns_.count(&op) != 0);
+    OpPlan p = planner_.plan(op, in, columns_.count(&op) != 0, keptWhole(op, pins_));
     stats_.columnSplits += p.columnSplit;
     stats_.rowSplits += p.rowSplit;
     std::vector<Dist> operands;
@@ -607,6 +634,11 @@ private:
       for (size_t r = 0; r < c->numResults(); ++r) results[r].parts.push_back(c->result(r));
     }
     for (size_t r = 0; r < op.numResults(); ++r) dist_[op.result(r)] = results[r];
+    if (auto pin = pins_.find(&op); pin != pins_.end() && !(pin->second == p.result))
+      for (size_t r = 0; r < op.numResults(); ++r) {
+        KILN_TRY(Dist d, convert(op.result(r), pin->second));
+        dist_[op.result(r)] = d;
+      }
     return ok();
   }
 
@@ -615,6 +647,7 @@ private:
   int64_t t_;
   Planner planner_;
   const std::set<const Op*>& columns_;
+  const Pins& pins_;
   TensorParallelStats& stats_;
   std::vector<std::vector<DeviceTarget>> groups_;
   std::map<DeviceTarget, std::pair<size_t, size_t>> where_;
@@ -628,9 +661,80 @@ public:
 
 } // namespace
 
-Result<TensorParallelStats> partitionTensor(Module& m, int tensor) {
+namespace {
+
+std::string shardingText(const Sharding& s) {
+  return s.isSplit() ? "split:" + std::to_string(s.dim) : "replicated";
+}
+
+// The --shard specs, applied to the ops they match.
+Result<Pins> pinShardings(const Module& m, const std::vector<std::string>& specs, int tensor) {
+  Pins pins;
+  std::map<const Op*, std::string> by;
+  Diags diags;
+  Planner planner(tensor, m.symbols());
+  for (const std::string& spec : specs) {
+    Loc where = Loc::named("shard=" + spec);
+    size_t eq = spec.rfind('=');
+    std::string what = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    Sharding s;
+    if (what.rfind("split:", 0) == 0 && what.size() > 6 && what.size() < 12 &&
+        what.find_first_not_of("-0123456789", 6) == std::string::npos) {
+      s = Sharding::split(std::stoll(what.substr(6)));
+    } else if (what != "replicated" || eq == 0) {
+      diags.add(error(where, "expected PATTERN=replicated or PATTERN=split:D, like "
+                             "'blocks.*.wq=split:1'"));
+      continue;
+    }
+    std::string pattern = spec.substr(0, eq);
+    size_t matched = 0;
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops()) {
+        if (op->has(kTerminator) || op->numResults() == 0 || !opMatches(*op, pattern)) continue;
+        ++matched;
+        Sharding mine = s;
+        const Type& t = op->result(0)->type();
+        std::string value = !op->result(0)->name().empty() ? "value %" + op->result(0)->name()
+                            : op->kind() == OpKind::Weight ? "weight @" + op->attrs().getStr("name")
+                                                           : "the result of '" + std::string(op->name()) + "'";
+        if (mine.isSplit()) {
+          if (mine.dim < 0) mine.dim += t.rank();
+          if (mine.dim < 0 || mine.dim >= t.rank() || !planner.divisible(t, mine.dim)) {
+            Diag d = error(op->loc(), value + " is pinned to " + what + " ('" + spec + "'), but " +
+                                          t.str() + " has no static dim " +
+                                          what.substr(6) + " that splits into " +
+                                          std::to_string(tensor) + " equal pieces");
+            diags.add(std::move(d));
+            continue;
+          }
+        }
+        auto prev = pins.find(op.get());
+        if (prev != pins.end() && !(prev->second == mine)) {
+          Diag d = error(op->loc(), value + " is given two shardings: " +
+                                        shardingText(prev->second) + " (by '" + by[op.get()] +
+                                        "') and " + shardingText(mine) + " (by '" + spec + "')");
+          d.notes.push_back(note(op->loc(), "the op: " + printOp(*op)));
+          diags.add(std::move(d));
+          continue;
+        }
+        pins[op.get()] = mine;
+        by[op.get()] = spec;
+      }
+    if (matched == 0) diags.add(error(where, "pattern '" + pattern + "' matches no op"));
+  }
+  if (diags.hasErrors()) return diags;
+  return pins;
+}
+
+} // namespace
+
+Result<TensorParallelStats> partitionTensor(Module& m, int tensor,
+                                            const std::vector<std::string>& shardSpecs) {
   TensorParallelStats stats;
   Loc where = Loc::named("partition=tensor:" + std::to_string(tensor));
+  if (tensor <= 1 && !shardSpecs.empty())
+    return error(Loc::named("shard=" + shardSpecs.front()),
+                 "shardings are pinned for tensor parallelism; give partition=tensor:T too");
   size_t n = m.devices().size();
   if (tensor < 1 || n < static_cast<size_t>(tensor) || n % static_cast<size_t>(tensor) != 0)
     return error(where, "tensor parallelism over " + std::to_string(tensor) +
@@ -639,6 +743,7 @@ Result<TensorParallelStats> partitionTensor(Module& m, int tensor) {
                             (n < static_cast<size_t>(tensor) ? "; declare more devices" : ""));
   if (tensor == 1) return stats;
   Planner planner(tensor, m.symbols());
+  KILN_TRY(Pins pins, pinShardings(m, shardSpecs, tensor));
   std::set<std::string> sharded;
   for (const auto& fp : m.funcs()) {
     Func& f = *fp;
@@ -649,12 +754,13 @@ Result<TensorParallelStats> partitionTensor(Module& m, int tensor) {
       if (op->kind() == OpKind::Matmul && weightDerived(op->operand(1))) columns.insert(op.get());
     for (;;) {
       ++stats.rounds;
-      Analysis a = analyze(f, planner, columns);
+      Analysis a = analyze(f, planner, columns, pins);
       size_t before = columns.size();
-      for (const Op* o : a.blamed) columns.erase(o);
+      for (const Op* o : a.blamed)
+        if (!pins.count(o)) columns.erase(o); // a pinned split stays
       if (columns.size() == before) break;
     }
-    Materializer mat(m, f, tensor, columns, stats);
+    Materializer mat(m, f, tensor, columns, pins, stats);
     KILN_CHECK(mat.run());
     sharded.insert(mat.sharded_.begin(), mat.sharded_.end());
   }

@@ -48,6 +48,16 @@ struct TensorParallelStats {
 
 // Shards every function of `m` over groups of `tensor` devices (see above). Fails when the
 // module declares fewer than `tensor` devices, or a number that `tensor` does not divide.
-Result<TensorParallelStats> partitionTensor(Module& m, int tensor);
+//
+// `shardSpecs` pin shardings ("PATTERN=SHARDING", --shard): every op the glob PATTERN
+// matches (as --place matches: op name, result value name, ONNX node name, weight name)
+// gives its results SHARDING, `replicated` or `split:D` (D may count from the end), converted
+// from what the rules give when they differ; a pinned column split is never withdrawn, and a
+// weight pinned `replicated` is never cut by the matmuls that read it (their input is
+// gathered instead).
+// Errors name the value: a pattern that matches nothing, a value pinned to two shardings
+// (both named, with the specs that set them), a split of a dim that does not divide by T.
+Result<TensorParallelStats> partitionTensor(Module& m, int tensor,
+                                            const std::vector<std::string>& shardSpecs = {});
 
 } // namespace kiln
