@@ -408,7 +408,7 @@ private:
   struct Dist {
     Sharding s;
     size_t group = 0;
-    std::vector<Value*> parts; // per lane; null: not on that device yet (a replicated argument)
+    std::vector<Value*> parts; // one per lane, on that lane's device
   };
 
   Result<std::pair<size_t, size_t>> locate(const std::optional<DeviceTarget>& d, const Loc& loc,

@@ -21,18 +21,37 @@ struct Executor::DeviceState {
   std::unique_ptr<hal::Semaphore> timeline;
   uint64_t signaled = 0;
 
-  // Submits the pending commands and waits until the device has run them.
-  Status flush() {
+  // A device with an asynchronous queue may still run work that signals `timeline`.
+  ~DeviceState() {
+    if (device) (void)device->waitIdle();
+  }
+
+  // Submits the pending commands (a device with an asynchronous queue starts them and
+  // returns, so devices run side by side).
+  Status submit() {
     if (pending && pending->numCommands() > 0) {
       std::unique_ptr<hal::CommandBuffer> cb = std::move(pending);
       pending = device->createCommandBuffer();
       KILN_CHECK(device->submit(*cb, nullptr, 0, *timeline, signaled + 1));
       ++signaled;
     }
-    KILN_CHECK(timeline->wait(signaled));
     return ok();
   }
+
+  // Submits the pending commands and waits until the device has run them.
+  Status flush() {
+    KILN_CHECK(submit());
+    return timeline->wait(signaled);
+  }
 };
+
+// Waits for device `d`'s work after submitting every device's: devices with asynchronous
+// queues (several cpu devices) then compute side by side up to each point one must wait.
+Status Executor::flushDevice(size_t d) {
+  for (auto& s : devices_)
+    if (s->device) KILN_CHECK(s->submit());
+  return devices_[d]->flush();
+}
 
 // One host op, resolved: what the per-call loop needs and nothing to look up.
 struct Executor::Step {
@@ -371,6 +390,15 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
   }
 
   std::vector<Slot> slots(plan.slots);
+  // A device with an asynchronous queue may still run work on this call's buffers when the
+  // call fails: it finishes before they go (declared after `slots`, so it runs first).
+  struct IdleGuard {
+    std::vector<std::unique_ptr<DeviceState>>& devices;
+    ~IdleGuard() {
+      for (auto& d : devices)
+        if (d->device) (void)d->device->waitIdle();
+    }
+  } idle{devices_};
   auto slotOf = [&](const Step& st, size_t i) -> Result<Slot*> {
     size_t s = st.operands[i];
     if (s == Step::kNoSlot || !slots[s].buffer)
@@ -499,7 +527,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     case OpKind::TransferTo: {
       if (!devices_[st.device]->device) { // to another rank's device: send the source there
         KILN_TRY(Slot * from, slotOf(st, 0));
-        KILN_CHECK(devices_[from->device]->flush());
+        KILN_CHECK(flushDevice(from->device));
         KILN_CHECK(ranks_->sendBuffer(*from->buffer, ranks_->owner(devices_[st.device]->id),
                                       dist::Ranks::tagOf(index),
                                       transferWait(st, from->device, index)));
@@ -530,7 +558,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
         KILN_TRY(Slot * from, slotOf(st, 0));
         if (from->buffer->byteSize() != s.buffer->byteSize())
           return error(op.loc(), "transfer_to: source and destination sizes differ");
-        KILN_CHECK(devices_[from->device]->flush());
+        KILN_CHECK(flushDevice(from->device));
         if (from->device == st.device) {
           devices_[st.device]->pending->copy(*from->buffer, 0, *s.buffer, 0, s.buffer->byteSize());
         } else if (const uint8_t* p = from->buffer->map()) {
@@ -584,12 +612,12 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       // The pending work may still read the buffer: it runs first. (Drivers with
       // asynchronous queues would rather release at the submission's semaphore value.)
       KILN_TRY(Slot * s, slotOf(st, 0));
-      KILN_CHECK(devices_[s->device]->flush());
+      KILN_CHECK(flushDevice(s->device));
       *s = Slot{};
       for (size_t v : st.views) slots[v] = Slot{}; // no longer live buffers
       break;
     }
-    case OpKind::Wait: KILN_CHECK(devices_[st.device]->flush()); break;
+    case OpKind::Wait: KILN_CHECK(flushDevice(st.device)); break;
     case OpKind::Collective: {
       // Through the host: the inputs' devices finish the work that writes them, the host
       // combines them (ir/interp/collective.h, the interpreter's semantics, so every rank and
@@ -614,7 +642,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
         devs.push_back(devices_[dev]->id);
         if (!devices_[dev]->device) continue; // another rank's
         KILN_TRY(Slot * s, slotOf(st, i));
-        KILN_CHECK(devices_[s->device]->flush());
+        KILN_CHECK(flushDevice(s->device));
         if (s->buffer->byteSize() != in[i].byteSize())
           return error(op.loc(), "collective: input " + std::to_string(i) + " holds " +
                                      std::to_string(s->buffer->byteSize()) + " bytes, not " +
@@ -658,6 +686,8 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Return: {
+      for (auto& d : devices_)
+        if (d->device) KILN_CHECK(d->submit());
       for (auto& d : devices_)
         if (d->device) KILN_CHECK(d->flush());
       std::vector<HostTensor> results;

@@ -145,6 +145,9 @@ public:
   // driver runs synchronously).
   virtual Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
                         Semaphore& signal, uint64_t signalValue) = 0;
+  // Blocks until every submission so far has run (a driver whose queue runs asynchronously
+  // must not touch a caller's semaphore or buffers afterwards); an error when it cannot tell.
+  virtual Status waitIdle() { return ok(); }
   // Times each dispatch it runs from now on into `profiler` (null: stop), or returns false
   // when the driver cannot time dispatches one by one (its queue runs them asynchronously).
   virtual bool setProfiler(DispatchProfiler* profiler) {

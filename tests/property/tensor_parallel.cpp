@@ -38,6 +38,7 @@
 #include "passes/affinity.h"
 #include "passes/placement.h"
 #include "runtime/module_format.h"
+#include "seed_args.h"
 
 namespace {
 
@@ -256,29 +257,15 @@ std::optional<std::string> check(uint64_t seed, int ops) {
 } // namespace
 
 int main(int argc, char** argv) {
-  int64_t first = 1, last = 120;
-  int ops = 10;
-  bool verbose = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.rfind("--seeds=", 0) == 0) {
-      std::string r(a.substr(8));
-      size_t colon = r.find(':');
-      if (colon == std::string::npos) {
-        std::cerr << "--seeds=A:B\n";
-        return 2;
-      }
-      first = std::stoll(r.substr(0, colon));
-      last = std::stoll(r.substr(colon + 1));
-    } else if (a.rfind("--ops=", 0) == 0) {
-      ops = std::stoi(std::string(a.substr(6)));
-    } else if (a == "-v") {
-      verbose = true;
-    } else {
-      std::cerr << "usage: kiln-property-tensor-parallel [--seeds=A:B] [--ops=K] [-v]\n";
-      return 2;
-    }
-  }
+  kiln::property::SeedArgs args;
+  args.last = 120;
+  args.ops = 10;
+  if (!kiln::property::parseSeedArgs(
+          argc, argv, args, "usage: kiln-property-tensor-parallel [--seeds=A:B] [--ops=K] [-v]"))
+    return 2;
+  const int64_t first = args.first, last = args.last;
+  const int ops = args.ops;
+  const bool verbose = args.verbose;
   int failed = 0;
   for (int64_t seed = first; seed <= last; ++seed) {
     auto failure = check(static_cast<uint64_t>(seed), ops);

@@ -52,8 +52,10 @@ private:
 
 class CpuDevice : public host::HostDevice {
 public:
-  // `threads` < 1 means cpuThreadCount().
-  explicit CpuDevice(int64_t ordinal, int threads = 0);
+  // `threads` < 1 means cpuThreadCount(); `async`: the queue runs on a thread of its own
+  // (several cpu devices of one process then run at once).
+  explicit CpuDevice(int64_t ordinal, int threads = 0, bool async = false);
+  ~CpuDevice() override;
   std::string description() const override;
   // Target "cpu" (compiled kernels) or "ref" (kernels run by the interpreter).
   Result<std::unique_ptr<Executable>> loadExecutable(const std::string& target,

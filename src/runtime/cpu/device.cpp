@@ -17,8 +17,13 @@ int64_t chunkSize(int64_t workgroups, int threads) {
 
 } // namespace
 
-CpuDevice::CpuDevice(int64_t ordinal, int threads)
-    : HostDevice(DeviceId{"cpu", ordinal}), pool_(threads < 1 ? cpuThreadCount() : threads) {}
+CpuDevice::CpuDevice(int64_t ordinal, int threads, bool async)
+    : HostDevice(DeviceId{"cpu", ordinal}), pool_(threads < 1 ? cpuThreadCount() : threads) {
+  setAsync(async);
+}
+
+// The queue thread runs dispatches on pool_: it ends before pool_ does.
+CpuDevice::~CpuDevice() { stopQueue(); }
 
 std::string CpuDevice::description() const {
   return kiln::cpu::hostCpuModel() + ", " + std::to_string(threads()) + " threads, host memory";

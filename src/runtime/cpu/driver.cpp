@@ -1,6 +1,7 @@
 // CpuDriver: cpu[0..N-1] share the host's cores (N from KILN_CPU_DEVICES, default 1): each
-// device runs its kernels on its own pool of (threads / N) threads, at least one, so
-// tensor-parallel work over two cpu devices can be compared with one device of two threads.
+// device runs its kernels on its own pool of (threads / N) threads, at least one, and with
+// N > 1 on a queue thread of its own, so that the devices of one process run at once and
+// tensor-parallel work over two cpu devices compares with one device of two threads.
 #include <algorithm>
 #include <cstdlib>
 
@@ -42,8 +43,10 @@ public:
     if (ordinal < 0 || ordinal >= cpuDeviceCount())
       return error(Loc{}, "device cpu[" + std::to_string(ordinal) +
                               "] does not exist (KILN_CPU_DEVICES=N makes N cpu devices)");
-    int threads = cpuDeviceCount() > 1 ? threadsPerDevice() : 0; // 0: the pool's default
-    return std::shared_ptr<Device>(std::make_shared<CpuDevice>(ordinal, threads));
+    // Several devices run at once, each on its own queue thread with its share of the cores.
+    bool several = cpuDeviceCount() > 1;
+    int threads = several ? threadsPerDevice() : 0; // 0: the pool's default
+    return std::shared_ptr<Device>(std::make_shared<CpuDevice>(ordinal, threads, several));
   }
 
 private:

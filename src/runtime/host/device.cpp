@@ -1,7 +1,9 @@
-// HostDevice: memory accounting with the freed-buffer cache, and the synchronous queue.
+// HostDevice: memory accounting with the freed-buffer cache, and the queue (synchronous, or
+// on a thread of the device's own).
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
 #include "runtime/host/host.h"
 #include "runtime/semaphore.h"
@@ -79,27 +81,90 @@ std::unique_ptr<Semaphore> HostDevice::createSemaphore(uint64_t initial) {
   return std::make_unique<HostSemaphore>(initial);
 }
 
-Status HostDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
-                          Semaphore& signal, uint64_t signalValue) {
-  auto* hcb = dynamic_cast<HostCommandBuffer*>(&cb);
-  if (!hcb)
-    return error(Loc::named(id_.str()), "command buffer was not created by a host-memory device");
-  // The queue runs on the caller's thread: a wait for a value nobody signaled yet could
-  // never end, so it is refused instead of blocking forever.
-  if (wait && wait->value() < waitValue)
-    return error(Loc::named(id_.str()), "submission waits for semaphore value " +
-                                            std::to_string(waitValue) + ", which is not signaled");
-  if (wait) KILN_CHECK(wait->wait(waitValue));
+HostDevice::~HostDevice() { stopQueue(); }
+
+void HostDevice::stopQueue() {
+  {
+    std::lock_guard<std::mutex> lock(jobsMu_);
+    stopping_ = true;
+  }
+  jobsCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Status HostDevice::runCommands(const std::vector<HostCommandBuffer::Command>& commands,
+                               Semaphore& signal, uint64_t value) {
   std::lock_guard<std::mutex> lock(queue_);
-  for (const HostCommandBuffer::Command& c : hcb->commands()) {
+  for (const HostCommandBuffer::Command& c : commands) {
     Status s = execute(c);
     if (!s.ok()) {
       signal.fail(s.diags());
       return s;
     }
   }
-  signal.signal(signalValue);
+  signal.signal(value);
   return ok();
+}
+
+void HostDevice::queueLoop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(jobsMu_);
+      jobsCv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return; // stopping, and everything queued has run
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+    }
+    (void)runCommands(job.commands, *job.signal, job.value); // a failure fails the semaphore
+    {
+      std::lock_guard<std::mutex> lock(jobsMu_);
+      busy_ = false;
+    }
+    jobsCv_.notify_all();
+  }
+}
+
+Status HostDevice::waitIdle() {
+  std::unique_lock<std::mutex> lock(jobsMu_);
+  jobsCv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  return ok();
+}
+
+Status HostDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue,
+                          Semaphore& signal, uint64_t signalValue) {
+  auto* hcb = dynamic_cast<HostCommandBuffer*>(&cb);
+  if (!hcb)
+    return error(Loc::named(id_.str()), "command buffer was not created by a host-memory device");
+  // A wait for a value nobody signaled yet could never end on a queue that runs on the
+  // caller's thread, so it is refused instead of blocking forever.
+  if (wait && wait->value() < waitValue)
+    return error(Loc::named(id_.str()), "submission waits for semaphore value " +
+                                            std::to_string(waitValue) + ", which is not signaled");
+  if (wait) KILN_CHECK(wait->wait(waitValue));
+  if (async_ && !profiler_) {
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lock(jobsMu_);
+      if (!worker_.joinable()) {
+        try {
+          worker_ = std::thread([this] { queueLoop(); });
+        } catch (const std::system_error&) {
+          async_ = false; // no thread: run on the caller's, as without setAsync
+        }
+      }
+      if (worker_.joinable()) {
+        jobs_.push_back(Job{hcb->commands(), &signal, signalValue});
+        queued = true;
+      }
+    }
+    if (queued) {
+      jobsCv_.notify_all();
+      return ok();
+    }
+  }
+  return runCommands(hcb->commands(), signal, signalValue);
 }
 
 Status checkHostAccess(const Device& device, uint64_t size, uint64_t offset, uint64_t bytes,

@@ -1,13 +1,17 @@
 // What the host-memory drivers (ref, sim, cpu) share: buffers of 64-byte-aligned host memory
 // with a cache of freed memory, a command buffer that records commands, and a queue that runs
-// them synchronously on the submitting thread. Each driver derives its device from HostDevice
+// them synchronously on the submitting thread (or, with setAsync, on a thread of the device's
+// own, so that several devices of one process run at once). Each driver derives its device from HostDevice
 // and supplies executable loading and dispatch; copies, fills and barriers are run here.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/hal.h"
@@ -84,6 +88,7 @@ Status checkHostAccess(const Device& device, uint64_t size, uint64_t offset, uin
 class HostDevice : public Device {
 public:
   explicit HostDevice(DeviceId id) : id_(std::move(id)) {}
+  ~HostDevice() override;
   const DeviceId& id() const override { return id_; }
   DeviceLimits limits() const override;
   MemoryStats memoryStats() const override;
@@ -96,11 +101,18 @@ public:
   std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) override;
   Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
                 uint64_t signalValue) override;
-  // The queue runs on the submitting thread, so a dispatch's time is its kernel's.
+  // The queue runs on the submitting thread while a profiler is set (even with setAsync), so
+  // a dispatch's time is its kernel's.
   bool setProfiler(DispatchProfiler* profiler) override {
+    if (profiler) (void)waitIdle();
     profiler_ = profiler;
     return true;
   }
+  // Asynchronous queue: submit copies the commands to the device's queue thread and returns;
+  // the signal semaphore is raised (or failed) when they have run. Set before the first
+  // submission.
+  void setAsync(bool on) { async_ = on; }
+  Status waitIdle() override;
 
   // A buffer's memory back from its destructor: kept for a later allocation of the same
   // rounded size (up to kMaxCachedBytes in all; a call allocates the same sizes as the last
@@ -110,11 +122,23 @@ public:
   static constexpr uint64_t kMaxCachedBytes = uint64_t(1) << 30;
 
 protected:
-  // Runs one recorded dispatch on the submitting thread.
+  // Runs one recorded dispatch on the submitting thread (or the queue thread).
   virtual Status dispatch(const HostCommandBuffer::Command& c) = 0;
+  // Runs what is queued and ends the queue thread; a derived device whose dispatch uses its
+  // own members calls it in its destructor.
+  void stopQueue();
 
 private:
+  struct Job {
+    std::vector<HostCommandBuffer::Command> commands;
+    Semaphore* signal = nullptr;
+    uint64_t value = 0;
+  };
   Status execute(const HostCommandBuffer::Command& c);
+  // Runs `commands` (under queue_), then signals or fails `signal`.
+  Status runCommands(const std::vector<HostCommandBuffer::Command>& commands, Semaphore& signal,
+                     uint64_t value);
+  void queueLoop();
 
   DeviceId id_;
   std::mutex queue_;
@@ -123,6 +147,12 @@ private:
   std::map<uint64_t, std::vector<HostMemory>> cache_; // freed memory by rounded size
   uint64_t cachedBytes_ = 0;
   DispatchProfiler* profiler_ = nullptr;
+  bool async_ = false;
+  std::mutex jobsMu_;
+  std::condition_variable jobsCv_; // a job queued, the queue idle, or stopping
+  std::deque<Job> jobs_;
+  bool busy_ = false, stopping_ = false;
+  std::thread worker_;
 };
 
 } // namespace kiln::hal::host
