@@ -391,6 +391,34 @@ TEST_CASE("cpu device: tensor-level kernels run from a `ref` executable on the i
         std::string::npos);
 }
 
+TEST_CASE("cpu device: an asynchronous queue signals when its work has run, and fails its "
+          "semaphore on an error") {
+  hal::cpu::CpuDevice dev(0, 1, /*async=*/true);
+  auto exe = dev.loadExecutable("ref", kTwiceIr);
+  REQUIRE(exe.ok());
+  auto in = floats(dev, {1, 2, 3});
+  auto out = floats(dev, {0, 0, 0});
+  auto sem = dev.createSemaphore(0);
+  for (uint64_t v = 1; v <= 8; ++v) { // eight submissions in a row, run in order
+    auto cb = dev.createCommandBuffer();
+    cb->dispatch(**exe, 0, {1, 1, 1}, {3},
+                 {{in.get(), ElemType::F32, {3}}, {out.get(), ElemType::F32, {3}}});
+    cb->copy(*out, 0, *in, 0, 12);
+    REQUIRE(dev.submit(*cb, nullptr, 0, *sem, v).ok()); // queued, not run yet
+  }
+  REQUIRE(sem->wait(8).ok());
+  CHECK(readFloats(*in, 3) == std::vector<float>{256, 512, 768});
+  // An error reaches the waiter through the semaphore, not through submit.
+  auto bad = dev.createCommandBuffer();
+  bad->dispatch(**exe, 0, {1, 1, 1}, {}, {{in.get(), ElemType::F32, {3}}, {out.get(), ElemType::F32, {3}}});
+  auto sem2 = dev.createSemaphore(0);
+  REQUIRE(dev.submit(*bad, nullptr, 0, *sem2, 1).ok());
+  Status s = sem2->wait(1);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.diags().str().find("kernel @twice reads 1 push constants") != std::string::npos);
+  CHECK(dev.waitIdle().ok());
+}
+
 TEST_CASE("cpu device: two loaded executables keep their own code") {
   if (sharedObject().empty()) return;
   hal::cpu::CpuDevice dev(0, 2);
