@@ -35,7 +35,8 @@ def _partition(partition):
         return f"pipeline:{partition}"
     if isinstance(partition, str):
         return partition
-    raise TypeError(f"partition: expected 'pipeline:N' or an int, got {type(partition).__name__}")
+    raise TypeError(f"partition: expected 'pipeline:N', 'tensor:T' or an int, got "
+                    f"{type(partition).__name__}")
 
 
 def _symbols(symbols):
@@ -71,7 +72,9 @@ def compile(model, devices=None, target=None, donate=(), place=(), partition=Non
     donate: arguments whose storage receives a result, ``"[@FUNC:]ARG[:RESULT]"`` or an
         argument index (docs/donation.md); the caller's array is updated in place.
     place: ``{"PATTERN": "DEVICE"}`` or ``["PATTERN=DEVICE"]``: pin ops to devices.
-    partition: ``"pipeline:N"`` or N: split the graph into N stages over the devices.
+    partition: ``"pipeline:N"`` or N: split the graph into N stages over the devices;
+        ``"tensor:T"``: run every op over groups of T devices (tensor parallelism, weights
+        split by columns or rows); ``"pipeline:P,tensor:T"``: both, over P*T devices.
     symbols: ranges of an ONNX model's dynamic dims, ``{"seq": 2048}`` (1..2048) or
         ``{"seq": (1, 2048)}``; default 1..65536.
 

@@ -106,6 +106,21 @@ def test_partition_and_place_over_two_devices(kiln):
     np.testing.assert_array_equal(one(x), placed(x))
 
 
+def test_tensor_parallel_partition(kiln):
+    """partition="tensor:2": the ONNX Llama by heads over two ref devices, with its weights
+    split (the report lists the shards and the all_reduces) and PyTorch's logits."""
+    folder = os.path.join(SOURCE_ROOT, "examples", "onnx", "llama")
+    tp = kiln.compile(os.path.join(folder, "model.onnx"), devices=["ref[0]", "ref[1]"],
+                      partition="tensor:2")
+    assert tp.devices == ["ref[0]", "ref[1]"]
+    report = tp.report("placement")
+    assert "all_reduce sum" in report and "(shard 1 of 2 along dim 1" in report
+    for n in (1, 5):
+        ids = np.load(os.path.join(folder, f"ids_{n}.npy"))
+        want = np.load(os.path.join(folder, f"logits_{n}.npy"))
+        np.testing.assert_allclose(tp(ids), want, rtol=1e-4, atol=1e-5)
+
+
 def test_target_option(kiln):
     m = kiln.compile(ADD_KIR, target="cpu:x86-64-v2")
     np.testing.assert_array_equal(m(np.ones(4, np.float32), np.ones(4, np.float32)),
