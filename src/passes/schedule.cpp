@@ -23,8 +23,8 @@
 // (a `transfer` of an argument becomes that upload), a tensor-level `transfer` becomes a
 // host `transfer_to` its `to` device, a collective (`all_reduce`, ...) becomes an
 // `alloc_buffer` per device and one host `collective` over the inputs and outputs, and
-// `wait` runs on every device used, in order of first use. Ops without a device use `ScheduleOptions::device`, so an unplaced module
-// schedules exactly as on one device.
+// `wait` runs on every device used, in order of first use. Ops without a device use
+// `ScheduleOptions::device`, so an unplaced module schedules exactly as on one device.
 //
 //   func @f(%x: tensor<4xf32>) -> (tensor<4xf32>) {     func @f(%x: tensor<4xf32>) -> (...) {
 //     %0 = exp %x : tensor<4xf32>                  =>     %0 = transfer_to %x {device = "ref[0]"}

@@ -638,7 +638,10 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
           shape.push_back(*x);
         }
         in.push_back(HostTensor::uninitialized(v->type().elem(), shape));
-        size_t dev = st.operands[i] == Step::kNoSlot ? 0 : plan.slotDevice[st.operands[i]];
+        if (st.operands[i] == Step::kNoSlot || st.operands[n + i] == Step::kNoSlot)
+          return error(op.loc(), "collective: operand " + std::to_string(i) + " or " +
+                                     std::to_string(n + i) + " is not a buffer");
+        size_t dev = plan.slotDevice[st.operands[i]];
         devs.push_back(devices_[dev]->id);
         if (!devices_[dev]->device) continue; // another rank's
         KILN_TRY(Slot * s, slotOf(st, i));
@@ -674,8 +677,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
                                  a.has("axis") ? a.getInt("axis") : 0, in, op.loc()));
       for (size_t i = 0; i < n; ++i) {
         stats_.collectiveBytes += in[i].byteSize();
-        size_t out_i = st.operands[n + i];
-        if (out_i == Step::kNoSlot || !devices_[plan.slotDevice[out_i]]->device) continue;
+        if (!devices_[plan.slotDevice[st.operands[n + i]]]->device) continue; // another rank's
         KILN_TRY(Slot * s, slotOf(st, n + i));
         if (s->buffer->byteSize() != out[i].byteSize())
           return error(op.loc(), "collective: output " + std::to_string(i) + " holds " +
