@@ -100,6 +100,17 @@ Status dequantizeOp(Ctx& c) {
   return ok();
 }
 
+// Frees the data of the weights that folding made on the way to `result` (Ctx::op turns each
+// large folded step of quantizing a weight into a weight): once `result` is folded, no op
+// uses them, and a model's weights would otherwise be held several times over in f32.
+void dropFoldedSteps(Ctx& c, const std::set<std::string, std::less<>>& before, const Val& result) {
+  const Op* d = result.v->def();
+  if (!result.value || !d || d->kind() != OpKind::Weight) return;
+  std::string keep = d->attrs().getStr("name");
+  for (auto it = c.pendingWeights.begin(); it != c.pendingWeights.end();)
+    it = before.count(it->first) || it->first == keep ? std::next(it) : c.pendingWeights.erase(it);
+}
+
 // saturate(round_half_even(x / scale) + zero_point) in the zero point's type (u8 default).
 // A quantized matmul weight folds at any size, so that DequantizeLinear can keep it.
 Status quantizeOp(Ctx& c) {
@@ -108,8 +119,12 @@ Status quantizeOp(Ctx& c) {
     int64_t saved;
     ~FoldLimit() { c.foldLimit = saved; }
   } restore{c, c.foldLimit};
-  if (c.node().output_size() > 0 && c.quantizedWeights.count(c.node().output(0)))
+  bool kept = c.node().output_size() > 0 && c.quantizedWeights.count(c.node().output(0));
+  std::set<std::string, std::less<>> before;
+  if (kept) {
     c.foldLimit = INT64_MAX;
+    for (const auto& w : c.pendingWeights) before.insert(w.first);
+  }
   KILN_TRY(Val x, c.input(0));
   KILN_TRY(Val scale, c.input(1));
   KILN_TRY(int64_t axis, c.attrInt("axis", 1));
@@ -125,6 +140,7 @@ Status quantizeOp(Ctx& c) {
     zp = z;
   }
   KILN_TRY(Val y, requantize(c, q, zp, out));
+  if (kept) dropFoldedSteps(c, before, y);
   c.setOutput(0, y);
   return ok();
 }
