@@ -101,7 +101,8 @@ import numpy as np  # noqa: E402
 # ---- shapes -------------------------------------------------------------------------------
 
 def gemm_workloads(quick, gpu=False):
-    """(name, M, K, N, weight dtype): A is an f32 M x K input, B a K x N weight; dtype "f16
+    """(name, M, K, N, weight dtype): A is an f32 M x K input, B a K x N weight; dtype "i8":
+    B is an int8 weight times an f32 scale per column (a dequantized QDQ weight); dtype "f16
     all" (GPU devices only): A, B and C are f16, accumulated in f32."""
     if quick:
         squares, ms, kns, low = [16, 32], [1, 8], [(64, 64), (64, 96), (96, 64)], [(64, 96)]
@@ -112,7 +113,7 @@ def gemm_workloads(quick, gpu=False):
         low = kns
     out = [(f"gemm f32 {n}x{n}x{n}", n, n, n, "f32") for n in squares]
     out += [(f"gemm f32 M={m} K={k} N={n}", m, k, n, "f32") for m in ms for k, n in kns]
-    for dt in ("f16", "bf16"):
+    for dt in ("f16", "bf16", "i8"):
         out += [(f"gemm {dt} weights M={m} K={k} N={n}", m, k, n, dt) for m in ms for k, n in low]
     if gpu:
         out += [(f"gemm f16 {n}x{n}x{n}", n, n, n, "f16 all") for n in squares]
@@ -430,14 +431,25 @@ def bench_gemm(report, tmp, quick):
         elif dt == "bf16":
             stored, st_type = bf16_bits(b), "BF16"
             b = bf16_to_f32(stored)
+        elif dt == "i8":
+            # Symmetric per column: b = q * scale[n], q in [-127, 127].
+            scale = (np.abs(b).max(axis=0) / np.float32(127)).astype(np.float32)
+            stored, st_type = np.clip(np.rint(b / scale), -127, 127).astype(np.int8), "I8"
+            b = stored.astype(np.float32) * scale
         else:
             stored, st_type = b, "F32"
-        save_safetensors(os.path.join(folder, "w.safetensors"), {"b": (st_type, stored)})
+        tensors = {"b": (st_type, stored)}
+        if dt == "i8":
+            tensors["s"] = ("F32", scale)
+        save_safetensors(os.path.join(folder, "w.safetensors"), tensors)
         np.save(os.path.join(folder, "a.npy"), a.astype(np.float16) if all16 else a)
         kb = Kir()
         w = kb.weight("b", [k, n], "f16" if all16 else dt, "w.safetensors")
         if dt not in ("f32", "f16 all"):
             w = kb.op("b32", f"cast {w} {{to = f32}}", [k, n])
+        if dt == "i8":
+            s = kb.weight("s", [n], "f32", "w.safetensors")
+            w = kb.op("bs", f"mul {w}, {s}", [k, n])
         elem = "f16" if all16 else "f32"
         c = kb.op("c", f"matmul %a, {w}", [m, n], elem)
         kir = os.path.join(folder, "gemm.kir")
@@ -452,12 +464,13 @@ def bench_gemm(report, tmp, quick):
     if ARGS.reference == "cuda":
         import torch
         reference = (f"Reference: {reference_name(torch)}, f32 without TF32 (f16 for the f16 "
-                     "GEMMs); for f16/bf16 weights it multiplies by B converted to f32 once "
-                     "before timing, while kiln casts B in the graph on every call.")
+                     "GEMMs); for f16/bf16/i8 weights it multiplies by B converted to f32 (and "
+                     "scaled) once before timing, while kiln widens B in the graph on every call.")
     else:
         reference = (f"Reference: numpy {np.__version__} matmul through {lib}, {ARGS.threads} "
-                     "threads; for f16/bf16 weights numpy multiplies by B.astype(float32), "
-                     "converted once before timing, while kiln casts B in the graph on every call"
+                     "threads; for f16/bf16/i8 weights numpy multiplies by B.astype(float32) (times "
+                     "the i8 scales), converted once before timing, while kiln widens B in the "
+                     "graph on every call"
                      + ("; the f16 GEMMs are timed in f32." if ARGS.gpu else "."))
     report.table("GEMM (C = A x B, A input, B weight; f32 unless named f16)", rows, [
         "ratio = kiln ms / reference ms (below 1: kiln is faster).", reference])

@@ -217,6 +217,17 @@ TEST_CASE("bad models are diagnostics") {
     CHECK(e.find("m.onnx: initializer 'w': error: tensor 'w': cannot open external data file") ==
           0);
   }
+  SUBCASE("a cycle of Transposes as a MatMul's B") {
+    // The importer's look for quantized weights follows Transposes back from B: it stops.
+    ModelBuilder b;
+    b.input("x", pb::TensorProto::FLOAT, {2, 2});
+    b.node("Transpose", {"t2"}, {"t1"}, "tr1");
+    b.node("Transpose", {"t1"}, {"t2"}, "tr2");
+    b.node("MatMul", {"x", "t1"}, {"y"});
+    b.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'tr1' (Transpose): error: input 't2' is not defined") == 0);
+  }
   SUBCASE("truncated and corrupted bytes") {
     ModelBuilder b;
     b.input("x", pb::TensorProto::FLOAT, {2});
@@ -248,6 +259,45 @@ TEST_CASE("initializers: small ones are constants, large ones weights") {
   CHECK(r->module->lookupWeight("bias_big") != nullptr);
   auto out = run(*r, {HostTensor(ElemType::F32, {100})});
   CHECK(out[0].getF(99) == 99);
+}
+
+TEST_CASE("a QDQ weight of a Gemm stays i8, dequantized per output channel in the IR") {
+  // y = x @ (DequantizeLinear(QuantizeLinear(w)))^T, w [3, 2] per output channel (axis 0).
+  ModelBuilder b(13);
+  b.input("x", pb::TensorProto::FLOAT, {1, 2});
+  auto f32 = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = b.g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(pb::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+  };
+  f32("w", {3, 2}, {1.0f, -2.0f, 0.5f, 0.25f, 3.0f, 3.0f});
+  f32("s", {3}, {0.5f, 0.25f, 1.0f});
+  auto* zp = b.g->add_initializer();
+  zp->set_name("zp");
+  zp->set_data_type(pb::TensorProto::INT8);
+  zp->add_dims(3);
+  for (int i = 0; i < 3; ++i) zp->add_int32_data(0);
+  attrInt(b.node("QuantizeLinear", {"w", "s", "zp"}, {"q"}), "axis", 0);
+  attrInt(b.node("DequantizeLinear", {"q", "s", "zp"}, {"dq"}), "axis", 0);
+  attrInt(b.node("Gemm", {"x", "dq"}, {"y"}), "transB", 1);
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE(r.ok());
+  CHECK(verifyModule(*r->module).ok());
+  REQUIRE(r->weights.size() == 1);
+  const HostTensor& q = r->weights.begin()->second;
+  CHECK(q.elem() == ElemType::I8);
+  // round_half_even(w / s): 2, -4; 2, 1; 3, 3.
+  CHECK(q.getI(0) == 2);
+  CHECK(q.getI(1) == -4);
+  CHECK(q.getI(3) == 1);
+  auto out = run(*r, {F32({1, 2}, {1, 10})});
+  // Dequantized rows: (1, -2), (0.5, 0.25), (3, 3).
+  CHECK(out[0].getF(0) == doctest::Approx(-19));
+  CHECK(out[0].getF(1) == doctest::Approx(3));
+  CHECK(out[0].getF(2) == doctest::Approx(33));
 }
 
 TEST_CASE("initializers in external data files") {

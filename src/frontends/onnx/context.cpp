@@ -6,11 +6,6 @@
 
 namespace kiln::onnx {
 
-namespace {
-// Folded results larger than this stay run-time ops (they would bloat the IR).
-constexpr int64_t kMaxFoldElements = 1 << 16;
-} // namespace
-
 // Names from a damaged file may hold any bytes; diagnostics show them as '?'.
 std::string printable(const std::string& s) {
   std::string out;
@@ -145,8 +140,7 @@ Result<Val> Ctx::op(OpKind kind, const std::vector<Val>& operands, Attrs attrs,
   Op* op = *created;
   Val out{op->result(0), std::nullopt, std::nullopt};
   std::optional<int64_t> n = op->result(0)->type().numElements();
-  if (!known || kind == OpKind::Weight || op->numResults() != 1 || !n || *n > kMaxFoldElements)
-    return out;
+  if (!known || kind == OpKind::Weight || op->numResults() != 1 || !n || *n > foldLimit) return out;
   std::vector<HostTensor> in;
   for (const Val& o : operands) in.push_back(*o.value);
   auto folded = evalOp(*op, in, SymbolBinding{}, nullptr);

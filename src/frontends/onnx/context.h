@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,13 @@ public:
   const ImportOptions& options() const { return opts_; }
 
   std::map<std::string, Val, std::less<>> values;
+  // ONNX names of the quantized tensors (DequantizeLinear inputs) whose dequantized value is
+  // B of a MatMul or Gemm, directly or through Transpose: ops_quant.cpp keeps them as i8/u8
+  // weights and dequantizes them in the IR, so the cpu matmul widens them while packing B.
+  std::set<std::string, std::less<>> quantizedWeights;
+  // Results with at most this many elements fold at import; larger ones stay run-time ops
+  // (they would bloat the IR), except while QuantizeLinear quantizes a kept weight.
+  int64_t foldLimit = int64_t{1} << 16;
   // Weights by kiln name: declaration and data.
   std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
 

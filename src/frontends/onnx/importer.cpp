@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "frontends/onnx/context.h"
@@ -38,6 +39,28 @@ private:
   std::unique_ptr<Module> module_;
   Imported out_;
 };
+
+// The inputs of the DequantizeLinear nodes whose result is B of a MatMul or Gemm, directly
+// or through Transpose nodes (Ctx::quantizedWeights).
+std::set<std::string, std::less<>> quantizedWeights(const pb::GraphProto& g) {
+  std::map<std::string, const pb::NodeProto*, std::less<>> producer;
+  for (const auto& node : g.node())
+    for (const auto& out : node.output()) producer[out] = &node;
+  std::set<std::string, std::less<>> out;
+  for (const auto& node : g.node()) {
+    if ((node.op_type() != "MatMul" && node.op_type() != "Gemm") || node.input_size() < 2) continue;
+    auto it = producer.find(node.input(1));
+    // At most one step per node: a damaged graph may hold a cycle of Transposes.
+    for (int steps = 0; it != producer.end() && it->second->op_type() == "Transpose" &&
+                        it->second->input_size() > 0 && steps < g.node_size();
+         ++steps)
+      it = producer.find(it->second->input(0));
+    if (it != producer.end() && it->second->op_type() == "DequantizeLinear" &&
+        it->second->input_size() > 0)
+      out.insert(it->second->input(0));
+  }
+  return out;
+}
 
 Result<int> Importer::findOpset(const pb::ModelProto& model) {
   int opset = -1;
@@ -141,6 +164,8 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
     if (!module_->symbols().lookup(sym))
       return err("a range is given for symbol '" + sym + "' but no input dim is named so");
   for (const auto& t : g.initializer()) KILN_CHECK(addInitializer(c, t));
+
+  c.quantizedWeights = quantizedWeights(g);
 
   const Registry& reg = registry();
   for (const auto& node : g.node()) {

@@ -57,25 +57,74 @@ std::optional<Val> optionalInput(Ctx& c, size_t i) {
   return *v;
 }
 
+// True when every element of a zero point known at import is 0.
+bool knownZero(const Val& zp) {
+  if (!zp.value) return false;
+  for (int64_t i = 0; i < zp.value->numElements(); ++i)
+    if (zp.value->getI(i) != 0) return false;
+  return true;
+}
+
+// A quantized matmul weight known at import (Ctx::quantizedWeights) as a module weight whose
+// data the importer forgets, so that the dequantization stays in the IR: `cast`, `sub`,
+// `mul` over the i8/u8 weight, which the cpu matmul widens while packing B instead of
+// keeping a dequantized f32 copy.
+Result<Val> keptWeight(Ctx& c, const Val& x) {
+  Val w = x;
+  if (x.v->def() == nullptr || x.v->def()->kind() != OpKind::Weight) {
+    KILN_TRY(w, c.weight(c.node().input(0), *x.value));
+  }
+  return Val{w.v, std::nullopt, std::nullopt};
+}
+
 Status dequantizeOp(Ctx& c) {
   KILN_TRY(Val x, c.input(0));
   KILN_TRY(Val scale, c.input(1));
   KILN_TRY(int64_t axis, c.attrInt("axis", 1));
+  if (x.value && (x.elem() == ElemType::I8 || x.elem() == ElemType::U8) &&
+      c.quantizedWeights.count(c.node().input(0))) {
+    KILN_TRY(x, keptWeight(c, x));
+  }
   KILN_TRY(scale, perAxis(c, scale, axis, x.rank()));
   KILN_TRY(Val xf, c.cast(x, scale.elem()));
   if (c.hasInput(2)) {
     KILN_TRY(Val zp, c.input(2));
-    KILN_TRY(zp, perAxis(c, zp, axis, x.rank()));
-    KILN_TRY(zp, c.cast(zp, scale.elem()));
-    KILN_TRY(xf, c.op(OpKind::Sub, {xf, zp}));
+    if (!knownZero(zp)) {
+      KILN_TRY(zp, perAxis(c, zp, axis, x.rank()));
+      KILN_TRY(zp, c.cast(zp, scale.elem()));
+      KILN_TRY(xf, c.op(OpKind::Sub, {xf, zp}));
+    }
   }
   KILN_TRY(Val y, c.op(OpKind::Mul, {xf, scale}));
   c.setOutput(0, y);
   return ok();
 }
 
+// Frees the data of the weights that folding made on the way to `result` (Ctx::op turns each
+// large folded step of quantizing a weight into a weight): once `result` is folded, no op
+// uses them, and a model's weights would otherwise be held several times over in f32.
+void dropFoldedSteps(Ctx& c, const std::set<std::string, std::less<>>& before, const Val& result) {
+  const Op* d = result.v->def();
+  if (!result.value || !d || d->kind() != OpKind::Weight) return;
+  std::string keep = d->attrs().getStr("name");
+  for (auto it = c.pendingWeights.begin(); it != c.pendingWeights.end();)
+    it = before.count(it->first) || it->first == keep ? std::next(it) : c.pendingWeights.erase(it);
+}
+
 // saturate(round_half_even(x / scale) + zero_point) in the zero point's type (u8 default).
+// A quantized matmul weight folds at any size, so that DequantizeLinear can keep it.
 Status quantizeOp(Ctx& c) {
+  struct FoldLimit {
+    Ctx& c;
+    int64_t saved;
+    ~FoldLimit() { c.foldLimit = saved; }
+  } restore{c, c.foldLimit};
+  bool kept = c.node().output_size() > 0 && c.quantizedWeights.count(c.node().output(0));
+  std::set<std::string, std::less<>> before;
+  if (kept) {
+    c.foldLimit = INT64_MAX;
+    for (const auto& w : c.pendingWeights) before.insert(w.first);
+  }
   KILN_TRY(Val x, c.input(0));
   KILN_TRY(Val scale, c.input(1));
   KILN_TRY(int64_t axis, c.attrInt("axis", 1));
@@ -91,6 +140,7 @@ Status quantizeOp(Ctx& c) {
     zp = z;
   }
   KILN_TRY(Val y, requantize(c, q, zp, out));
+  if (kept) dropFoldedSteps(c, before, y);
   c.setOutput(0, y);
   return ok();
 }
