@@ -41,7 +41,17 @@ struct Executor::DeviceState {
   // Submits the pending commands and waits until the device has run them.
   Status flush() {
     KILN_CHECK(submit());
-    return timeline->wait(signaled);
+    KILN_CHECK(timeline->wait(signaled));
+    release();
+    return ok();
+  }
+
+  // Buffers freed while an asynchronous queue may still read them, with the timeline value
+  // after which it does not; released once the device has got there.
+  std::vector<std::pair<uint64_t, std::unique_ptr<hal::Buffer>>> retired;
+  void release() {
+    uint64_t done = timeline ? timeline->value() : 0;
+    std::erase_if(retired, [&](const auto& r) { return r.first <= done; });
   }
 };
 
@@ -396,7 +406,10 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     std::vector<std::unique_ptr<DeviceState>>& devices;
     ~IdleGuard() {
       for (auto& d : devices)
-        if (d->device) (void)d->device->waitIdle();
+        if (d->device) {
+          (void)d->device->waitIdle();
+          d->retired.clear();
+        }
     }
   } idle{devices_};
   auto slotOf = [&](const Step& st, size_t i) -> Result<Slot*> {
@@ -609,10 +622,18 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Free: {
-      // The pending work may still read the buffer: it runs first. (Drivers with
-      // asynchronous queues would rather release at the submission's semaphore value.)
+      // The pending work may still read the buffer: it runs first, or, on a device with an
+      // asynchronous queue, is submitted and the buffer goes once the device has run it (so
+      // devices keep computing side by side).
       KILN_TRY(Slot * s, slotOf(st, 0));
-      KILN_CHECK(flushDevice(s->device));
+      DeviceState& d = *devices_[s->device];
+      if (d.device->asynchronous()) {
+        KILN_CHECK(d.submit());
+        if (s->owned) d.retired.emplace_back(d.signaled, std::move(s->owned));
+        d.release();
+      } else {
+        KILN_CHECK(flushDevice(s->device));
+      }
       *s = Slot{};
       for (size_t v : st.views) slots[v] = Slot{}; // no longer live buffers
       break;

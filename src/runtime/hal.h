@@ -148,6 +148,9 @@ public:
   // Blocks until every submission so far has run (a driver whose queue runs asynchronously
   // must not touch a caller's semaphore or buffers afterwards); an error when it cannot tell.
   virtual Status waitIdle() { return ok(); }
+  // Whether submit returns before the work has run (the caller then keeps what it reads
+  // alive until the signal semaphore says so).
+  virtual bool asynchronous() const { return false; }
   // Times each dispatch it runs from now on into `profiler` (null: stop), or returns false
   // when the driver cannot time dispatches one by one (its queue runs them asynchronously).
   virtual bool setProfiler(DispatchProfiler* profiler) {

@@ -113,6 +113,7 @@ public:
   // submission.
   void setAsync(bool on) { async_ = on; }
   Status waitIdle() override;
+  bool asynchronous() const override { return async_ && !profiler_; }
 
   // A buffer's memory back from its destructor: kept for a later allocation of the same
   // rounded size (up to kMaxCachedBytes in all; a call allocates the same sizes as the last
