@@ -108,10 +108,9 @@ int runOpt(const std::vector<std::string>& args) {
   placement->allowTransfers = !a.has("no-transfers");
   if (a.has("report") && a.get("report") != "placement")
     return fail(error(Loc{}, "--report takes only 'placement', got '" + a.get("report") + "'"));
-  placement->affinity = !placement->place.empty() || placement->stages ||
-                        placement->tensor > 1 || !placement->shard.empty() ||
-                        a.has("no-transfers") ||
-                        a.has("report") || emitDot;
+  placement->affinity = !placement->place.empty() || placement->stages || placement->tensor > 1 ||
+                        !placement->shard.empty() || a.has("no-transfers") || a.has("report") ||
+                        emitDot;
 
   auto module = loadModule(a.positional[0]);
   if (!module.ok()) return fail(module.diags());

@@ -75,11 +75,8 @@ Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>&
 
 const std::vector<FlagSpec>& placementFlagSpecs() {
   static const std::vector<FlagSpec> specs = {
-      {"device", true, true, ""},
-      {"devices", true, false, ""},
-      {"place", true, true, ""},
-      {"partition", true, false, ""},
-      {"shard", true, true, ""},
+      {"device", true, true, ""},     {"devices", true, false, ""}, {"place", true, true, ""},
+      {"partition", true, false, ""}, {"shard", true, true, ""},
   };
   return specs;
 }

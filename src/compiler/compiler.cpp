@@ -164,9 +164,9 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
     KILN_CHECK(createShapeInferPass()->run(*module));
     KILN_CHECK(createAttentionPass()->run(*module));
   }
-  bool placed =
-      schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare || !po.place.empty() ||
-                   po.stages || po.tensor > 1 || !po.shard.empty() || po.affinity || mentionsDevices(*module));
+  bool placed = schedule && (po.devices.devices.size() > 1 || po.devices.autoDeclare ||
+                             !po.place.empty() || po.stages || po.tensor > 1 || !po.shard.empty() ||
+                             po.affinity || mentionsDevices(*module));
   std::optional<ScopedPhase> placing;
   placing.emplace(timer, placed ? "placement" : "shape-infer");
   if (placed) {
@@ -228,15 +228,16 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   if (order.empty()) order.push_back(groups.front().backend);
   // Declared devices keep their declaration order (MPI ranks take them in this order, so
   // rank r holds tensor-parallel group r); others follow in order of first use.
-  std::stable_sort(p.devices.begin(), p.devices.end(), [&](const std::string& a, const std::string& b) {
-    auto rank = [&](const std::string& d) {
-      const auto& decls = module->devices();
-      for (size_t i = 0; i < decls.size(); ++i)
-        if (decls[i].target.str() == d) return i;
-      return decls.size();
-    };
-    return rank(a) < rank(b);
-  });
+  std::stable_sort(p.devices.begin(), p.devices.end(),
+                   [&](const std::string& a, const std::string& b) {
+                     auto rank = [&](const std::string& d) {
+                       const auto& decls = module->devices();
+                       for (size_t i = 0; i < decls.size(); ++i)
+                         if (decls[i].target.str() == d) return i;
+                       return decls.size();
+                     };
+                     return rank(a) < rank(b);
+                   });
 
   {
     ScopedPhase phase(timer, "memory analysis");

@@ -50,8 +50,8 @@ bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKin
 // them into a copy and a `collective`.
 bool isComputing(const Op& op) {
   return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
-         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer &&
-         !op.has(kCollective) && !isSource(op);
+         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer && !op.has(kCollective) &&
+         !isSource(op);
 }
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }

@@ -191,7 +191,8 @@ Result<PartitionSpec> parsePartitionSpec(const std::string& spec) {
   size_t start = 0;
   while (start <= spec.size()) {
     size_t comma = spec.find(',', start);
-    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? spec.size() + 1 : comma + 1;
     size_t colon = item.find(':');
     std::string kind = item.substr(0, colon);
@@ -343,8 +344,7 @@ Status placeModule(Module& m, const PlacementOptions& opts,
   affinityOpts.allowTransfers = opts.allowTransfers;
   KILN_TRY([[maybe_unused]] AffinityStats stats, runAffinity(m, affinityOpts));
   if (opts.tensor > 1 || !opts.shard.empty()) {
-    KILN_TRY([[maybe_unused]] TensorParallelStats tp,
-             partitionTensor(m, opts.tensor, opts.shard));
+    KILN_TRY([[maybe_unused]] TensorParallelStats tp, partitionTensor(m, opts.tensor, opts.shard));
   }
   return verifyModule(m);
 }

@@ -223,8 +223,8 @@ Result<std::string> placementDot(const Module& m) {
       if (op->has(kTerminator)) {
         out += "  " + id + " [label=\"return\", style=solid];\n";
       } else if (op->has(kCollective)) {
-        out += "  " + id + " [label=" + dotQuote(label) + ", shape=hexagon, fillcolor=" +
-               dotQuote(colour(collectiveDevice(*op, 0))) + "];\n";
+        out += "  " + id + " [label=" + dotQuote(label) +
+               ", shape=hexagon, fillcolor=" + dotQuote(colour(collectiveDevice(*op, 0))) + "];\n";
       } else {
         out += "  " + id + " [label=" + dotLabel(label, *op->device()) +
                ", fillcolor=" + dotQuote(colour(op->device())) + "];\n";

@@ -49,8 +49,8 @@ int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
 // The weight op a value is computed from by views and casts only (a transposed or converted
 // weight), or null.
 const Op* weightOf(const Value* v) {
-  while (v->def() && (v->def()->kind() == OpKind::Transpose ||
-                      v->def()->kind() == OpKind::Cast || v->def()->kind() == OpKind::Reshape))
+  while (v->def() && (v->def()->kind() == OpKind::Transpose || v->def()->kind() == OpKind::Cast ||
+                      v->def()->kind() == OpKind::Reshape))
     v = v->def()->operand(0);
   return v->def() && v->def()->kind() == OpKind::Weight ? v->def() : nullptr;
 }
@@ -73,7 +73,8 @@ public:
               bool whole = false) const {
     for (Sharding& s : in)
       if (s.kind == Sharding::Partial) s = Sharding::rep();
-    bool anySplit = std::any_of(in.begin(), in.end(), [](const Sharding& s) { return s.isSplit(); });
+    bool anySplit =
+        std::any_of(in.begin(), in.end(), [](const Sharding& s) { return s.isSplit(); });
     if (op.numResults() == 0 || op.has(kCollective)) return replicate(op);
     if (op.kind() == OpKind::Matmul) return matmul(op, in, columnCandidate && !whole, whole);
     if (!anySplit) return replicate(op);
@@ -196,7 +197,7 @@ private:
         int64_t dj = e - (r.rank() - t.rank());
         // An operand broadcast along the split dim is read whole by every device.
         p.operands.push_back(dj >= 0 && staticDim(t, dj) == staticDim(r, e) ? Sharding::split(dj)
-                                                                             : Sharding::rep());
+                                                                            : Sharding::rep());
       }
       return p;
     }
@@ -217,9 +218,10 @@ private:
       int64_t e = d + rr - self.rank();
       int64_t od = e - (rr - other.rank());
       p.operands[k] = Sharding::split(d);
-      p.operands[1 - k] = od >= 0 && od < other.rank() - 2 && staticDim(other, od) == staticDim(r, e)
-                              ? Sharding::split(od)
-                              : Sharding::rep();
+      p.operands[1 - k] =
+          od >= 0 && od < other.rank() - 2 && staticDim(other, od) == staticDim(r, e)
+              ? Sharding::split(od)
+              : Sharding::rep();
       p.result = Sharding::split(e);
       return p;
     };
@@ -257,7 +259,8 @@ private:
     const int64_t rq = q.rank();
     int64_t d = -1;
     for (size_t k = 0; k < 3 && d < 0; ++k)
-      if (in[k].isSplit() && in[k].dim < rq - 2 && op.operand(k)->type().rank() == rq) d = in[k].dim;
+      if (in[k].isSplit() && in[k].dim < rq - 2 && op.operand(k)->type().rank() == rq)
+        d = in[k].dim;
     if (d < 0) return replicate(op);
     OpPlan p;
     for (size_t k = 0; k < 3; ++k) {
@@ -270,7 +273,7 @@ private:
       const Type& mask = op.operand(3)->type();
       int64_t dm = d - (rq - mask.rank());
       p.operands.push_back(dm >= 0 && staticDim(mask, dm) == staticDim(q, d) ? Sharding::split(dm)
-                                                                            : Sharding::rep());
+                                                                             : Sharding::rep());
     }
     p.result = Sharding::split(d);
     return p;
@@ -340,8 +343,8 @@ Analysis analyze(const Func& f, const Planner& planner, const std::set<const Op*
 // The rewrite: every original op becomes T copies (or collectives), inserted before it.
 class Materializer {
 public:
-  Materializer(Module& m, Func& f, int64_t t, const std::set<const Op*>& columns,
-               const Pins& pins, TensorParallelStats& stats)
+  Materializer(Module& m, Func& f, int64_t t, const std::set<const Op*>& columns, const Pins& pins,
+               TensorParallelStats& stats)
       : m_(m), f_(f), t_(t), planner_(t, m.symbols()), columns_(columns), pins_(pins),
         stats_(stats) {
     const auto& decls = m.devices();
@@ -416,8 +419,8 @@ private:
     if (!d) return error(loc, "tensor parallel: " + what + " has no device; run affinity first");
     auto it = where_.find(*d);
     if (it == where_.end())
-      return error(loc, "tensor parallel: " + what + " runs on " + d->str() +
-                            ", which is not declared");
+      return error(loc,
+                   "tensor parallel: " + what + " runs on " + d->str() + ", which is not declared");
     return it->second;
   }
 
@@ -502,7 +505,8 @@ private:
         if (home && *home != l) {
           Attrs to;
           to.set("to", device(whole.group, l).str());
-          KILN_TRY(Op * t, make(OpKind::Transfer, {s}, to, {}, before_->loc(), device(whole.group, l)));
+          KILN_TRY(Op * t,
+                   make(OpKind::Transfer, {s}, to, {}, before_->loc(), device(whole.group, l)));
           s = t->result();
         }
         out.parts.push_back(s);
@@ -541,7 +545,8 @@ private:
     const DeviceTarget& dev = device(group, lane);
     if (def->kind() == OpKind::Transpose) {
       std::vector<int64_t> perm = def->attrs().getInts("perm");
-      KILN_TRY(Value * inner, weightShard(def->operand(0), perm[static_cast<size_t>(d)], lane, group));
+      KILN_TRY(Value * inner,
+               weightShard(def->operand(0), perm[static_cast<size_t>(d)], lane, group));
       if (!inner) return nullptr;
       KILN_TRY(Op * t, make(OpKind::Transpose, {inner}, def->attrs(), {}, def->loc(), dev));
       return t->result();
@@ -562,8 +567,8 @@ private:
     std::string shardName = name + ".dim" + std::to_string(d) + ".part" + std::to_string(lane) +
                             "of" + std::to_string(t_);
     if (!m_.lookupWeight(shardName)) {
-      WeightDecl s{shardName, type, decl->file, decl->tensor, decl->loc,
-                   WeightShard{d, static_cast<int64_t>(lane), t_}};
+      WeightDecl s{shardName,    type,      decl->file,
+                   decl->tensor, decl->loc, WeightShard{d, static_cast<int64_t>(lane), t_}};
       // An imported model's weights live in memory: its shard is cut there.
       if (const HostTensor* whole = m_.weightData(name)) {
         KILN_TRY(HostTensor piece, WeightStore::shardOf(s, *whole, "memory"));
@@ -617,8 +622,7 @@ private:
       Type t = op.result(r)->type();
       if (p.result.isSplit()) {
         Shape s = t.shape();
-        s[static_cast<size_t>(p.result.dim)] =
-            Dim(*staticDim(t, p.result.dim) / t_);
+        s[static_cast<size_t>(p.result.dim)] = Dim(*staticDim(t, p.result.dim) / t_);
         t = Type(t.elem(), std::move(s));
       }
       declared.push_back(std::move(t));
@@ -695,24 +699,26 @@ Result<Pins> pinShardings(const Module& m, const std::vector<std::string>& specs
         Sharding mine = s;
         const Type& t = op->result(0)->type();
         std::string value = !op->result(0)->name().empty() ? "value %" + op->result(0)->name()
-                            : op->kind() == OpKind::Weight ? "weight @" + op->attrs().getStr("name")
-                                                           : "the result of '" + std::string(op->name()) + "'";
+                            : op->kind() == OpKind::Weight
+                                ? "weight @" + op->attrs().getStr("name")
+                                : "the result of '" + std::string(op->name()) + "'";
         if (mine.isSplit()) {
           if (mine.dim < 0) mine.dim += t.rank();
           if (mine.dim < 0 || mine.dim >= t.rank() || !planner.divisible(t, mine.dim)) {
             Diag d = error(op->loc(), value + " is pinned to " + what + " ('" + spec + "'), but " +
-                                          t.str() + " has no static dim " +
-                                          what.substr(6) + " that splits into " +
-                                          std::to_string(tensor) + " equal pieces");
+                                          t.str() + " has no static dim " + what.substr(6) +
+                                          " that splits into " + std::to_string(tensor) +
+                                          " equal pieces");
             diags.add(std::move(d));
             continue;
           }
         }
         auto prev = pins.find(op.get());
         if (prev != pins.end() && !(prev->second == mine)) {
-          Diag d = error(op->loc(), value + " is given two shardings: " +
-                                        shardingText(prev->second) + " (by '" + by[op.get()] +
-                                        "') and " + shardingText(mine) + " (by '" + spec + "')");
+          Diag d =
+              error(op->loc(), value + " is given two shardings: " + shardingText(prev->second) +
+                                   " (by '" + by[op.get()] + "') and " + shardingText(mine) +
+                                   " (by '" + spec + "')");
           d.notes.push_back(note(op->loc(), "the op: " + printOp(*op)));
           diags.add(std::move(d));
           continue;

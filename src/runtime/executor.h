@@ -65,7 +65,7 @@ struct ExecutorOptions {
 
 struct CallStats {
   uint64_t dispatches = 0;
-  uint64_t peakBytes = 0; // the devices' largest allocation total during the call
+  uint64_t peakBytes = 0;       // the devices' largest allocation total during the call
   uint64_t collectiveBytes = 0; // bytes the call's collectives took in (each device's input)
 };
 

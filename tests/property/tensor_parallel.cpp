@@ -90,8 +90,8 @@ Program generate(uint64_t seed, int ops) {
   auto weight = [&](int64_t rows, int64_t cols) {
     std::string name = "w" + std::to_string(weights++);
     HostTensor t = randomTensor(rng, {rows, cols}, 1.0 / std::sqrt(static_cast<double>(rows)));
-    (void)m->addWeight({name, f32({rows, cols}), "none.safetensors", name, kiln::Loc::named("tp"),
-                        std::nullopt});
+    (void)m->addWeight(
+        {name, f32({rows, cols}), "none.safetensors", name, kiln::Loc::named("tp"), std::nullopt});
     m->setWeightData(name, t);
     kiln::Attrs a;
     a.set("name", name);
@@ -131,8 +131,9 @@ Program generate(uint64_t seed, int ops) {
         a.set("axes", std::vector<int64_t>{1});
         a.set("keepdims", int64_t{1});
         Value* mean = make(OpKind::ReduceMean, {make(OpKind::Mul, {cur, cur})}, a);
-        out = make(OpKind::Mul, {cur, make(OpKind::Rsqrt, {make(OpKind::Add, {mean,
-                                                                   b.scalar(kiln::ElemType::F32, 1.0)})})});
+        out = make(OpKind::Mul,
+                   {cur, make(OpKind::Rsqrt,
+                              {make(OpKind::Add, {mean, b.scalar(kiln::ElemType::F32, 1.0)})})});
       }
       break;
     }
@@ -204,7 +205,8 @@ std::optional<std::string> close(const std::vector<HostTensor>& want,
 std::optional<std::string> check(uint64_t seed, int ops) {
   Program prog = generate(seed, ops);
   kiln::Module& m = *prog.module;
-  if (auto s = kiln::verifyModule(m); !s.ok()) return "the program does not verify:\n" + s.diags().str();
+  if (auto s = kiln::verifyModule(m); !s.ok())
+    return "the program does not verify:\n" + s.diags().str();
   std::string source = kiln::printModule(m);
   kiln::WeightStore store(m);
   auto want = kiln::interpret(*m.lookupFunc("main"), prog.inputs, store);
@@ -213,7 +215,8 @@ std::optional<std::string> check(uint64_t seed, int ops) {
   int tensor = seed % 2 ? 2 : 4;
   int stages = seed % 5 == 0 ? 2 : 1;
   kiln::PlacementOptions po;
-  for (int i = 0; i < tensor * stages; ++i) po.devices.devices.push_back("ref[" + std::to_string(i) + "]");
+  for (int i = 0; i < tensor * stages; ++i)
+    po.devices.devices.push_back("ref[" + std::to_string(i) + "]");
   po.tensor = tensor;
   if (stages > 1) po.stages = stages;
   po.affinity = true;
@@ -226,11 +229,13 @@ std::optional<std::string> check(uint64_t seed, int ops) {
   kiln::WeightStore sharded(m);
   auto got = kiln::interpret(*m.lookupFunc("main"), prog.inputs, sharded);
   if (!got.ok()) return "the interpreter rejects the sharded program:\n" + got.diags().str();
-  if (auto d = close(*want, *got)) return *d + " after tensor:" + std::to_string(tensor) + " of\n" + source;
+  if (auto d = close(*want, *got))
+    return *d + " after tensor:" + std::to_string(tensor) + " of\n" + source;
 
   std::string text = kiln::printModule(m);
   auto reparsed = kiln::parseModule(text, "sharded.kir");
-  if (!reparsed.ok()) return "the sharded module does not parse:\n" + reparsed.diags().str() + "\n" + text;
+  if (!reparsed.ok())
+    return "the sharded module does not parse:\n" + reparsed.diags().str() + "\n" + text;
   if (kiln::printModule(**reparsed) != text) return "the sharded module does not round-trip";
   auto again = kiln::runAffinity(**reparsed);
   if (!again.ok()) return "affinity on the sharded module failed:\n" + again.diags().str();
@@ -249,7 +254,8 @@ std::optional<std::string> check(uint64_t seed, int ops) {
   if (!ran.ok()) return "the executor fails on\n" + text + "\n" + ran.diags().str();
   for (size_t i = 0; i < got->size(); ++i)
     if (!(*got)[i].identical((*ran)[i]))
-      return "result " + std::to_string(i) + " differs between the interpreter and the executor for\n" + text;
+      return "result " + std::to_string(i) +
+             " differs between the interpreter and the executor for\n" + text;
   ++runtimeChecked;
   return std::nullopt;
 }

@@ -410,7 +410,8 @@ TEST_CASE("cpu device: an asynchronous queue signals when its work has run, and 
   CHECK(readFloats(*in, 3) == std::vector<float>{256, 512, 768});
   // An error reaches the waiter through the semaphore, not through submit.
   auto bad = dev.createCommandBuffer();
-  bad->dispatch(**exe, 0, {1, 1, 1}, {}, {{in.get(), ElemType::F32, {3}}, {out.get(), ElemType::F32, {3}}});
+  bad->dispatch(**exe, 0, {1, 1, 1}, {},
+                {{in.get(), ElemType::F32, {3}}, {out.get(), ElemType::F32, {3}}});
   auto sem2 = dev.createSemaphore(0);
   REQUIRE(dev.submit(*bad, nullptr, 0, *sem2, 1).ok());
   Status s = sem2->wait(1);

@@ -698,7 +698,9 @@ TEST_CASE("weight reads the store, and needs one") {
       (std::filesystem::temp_directory_path() / "kiln_interp_weight.safetensors").string();
   REQUIRE(writeSafetensors(path, {{"w", F32({2}, {3, 4})}}).ok());
   Module m;
-  REQUIRE(m.addWeight(WeightDecl{"w", Type::tensor(ElemType::F32, {2}), path, "w", Loc{}, std::nullopt}).ok());
+  REQUIRE(
+      m.addWeight(WeightDecl{"w", Type::tensor(ElemType::F32, {2}), path, "w", Loc{}, std::nullopt})
+          .ok());
   auto f = std::make_unique<Func>("main", Loc{});
   Func* fn = m.addFunc(std::move(f));
   Builder b(fn);
@@ -864,9 +866,9 @@ TEST_CASE("collectives: all_reduce in f64 in operand order, all_gather, reduce_s
   CHECK((*r3)[2].getF(0) == 1 + std::ldexp(1.0, -23));
   Attrs max;
   max.set("reduce", std::string("max"));
-  auto m = evalAll(OpKind::AllReduce, {F32({2}, {1, kNaN}), F32({2}, {5, 0})},
-                   std::vector<Type>{Type::tensor(ElemType::F32, {2}), Type::tensor(ElemType::F32, {2})},
-                   max);
+  auto m = evalAll(
+      OpKind::AllReduce, {F32({2}, {1, kNaN}), F32({2}, {5, 0})},
+      std::vector<Type>{Type::tensor(ElemType::F32, {2}), Type::tensor(ElemType::F32, {2})}, max);
   REQUIRE(m.ok());
   CHECK(sameBits(vals((*m)[0]), {5, kNaN}));
   Attrs axis1;

@@ -525,7 +525,9 @@ TEST_CASE("WeightStore: resolves, checks and caches weights") {
   m.setBaseDir(dir.path.string());
   Loc at{"m.kir", 3, 1};
   auto decl = [&](const std::string& name, Type type, std::string file, std::string tensor) {
-    REQUIRE(m.addWeight(WeightDecl{name, type, std::move(file), std::move(tensor), at, std::nullopt}).ok());
+    REQUIRE(
+        m.addWeight(WeightDecl{name, type, std::move(file), std::move(tensor), at, std::nullopt})
+            .ok());
   };
   decl("w", Type::tensor(ElemType::F32, {2, 2}), "w.safetensors", "layer.w");
   decl("b", Type::tensor(ElemType::F32, {2}), dir.file("w.safetensors"), "layer.b");

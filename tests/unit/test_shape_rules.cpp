@@ -526,7 +526,9 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
     case OpKind::LoadWeight: declared = {T({4})}; break;
     case OpKind::Transpose: a.set("perm", Ints{1, 0}); break;
     case OpKind::AllReduce: a.set("reduce", std::string("sum")); break;
-    case OpKind::ReduceScatter: a = attrs({{"reduce", std::string("max")}, {"axis", int64_t{1}}}); break;
+    case OpKind::ReduceScatter:
+      a = attrs({{"reduce", std::string("max")}, {"axis", int64_t{1}}});
+      break;
     case OpKind::Split: a.set("sizes", Ints{1, 1}); break;
     case OpKind::Slice: a = attrs({{"starts", Ints{0}}, {"ends", Ints{1}}}); break;
     case OpKind::Gather:

@@ -157,8 +157,8 @@ Result<Val> Ctx::weight(const std::string& onnxName, HostTensor t) {
   while (pendingWeights.count(name)) name += "_";
   Type type = Type::tensor(t.elem(), t.shape());
   Loc l = node_ ? loc() : Loc::named(file_ + ": initializer '" + onnxName + "'");
-  pendingWeights.emplace(name,
-                         std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l, std::nullopt}, t));
+  pendingWeights.emplace(
+      name, std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l, std::nullopt}, t));
   Attrs a;
   a.set("name", name);
   Op* op = builder_.createUnchecked(OpKind::Weight, {}, std::move(a), {type});

@@ -94,7 +94,8 @@ Result<std::vector<HostTensor>> computeCollective(OpKind kind, const std::string
     shape[static_cast<size_t>(axis)] *= n;
     HostTensor out = HostTensor::uninitialized(first.elem(), shape);
     auto [outer, inner] = outerInner(first.shape(), axis);
-    const size_t row = static_cast<size_t>(first.shape()[static_cast<size_t>(axis)] * inner) * bytes;
+    const size_t row =
+        static_cast<size_t>(first.shape()[static_cast<size_t>(axis)] * inner) * bytes;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t k = 0; k < n; ++k)
         if (row)
@@ -105,9 +106,8 @@ Result<std::vector<HostTensor>> computeCollective(OpKind kind, const std::string
   case OpKind::ReduceScatter: {
     int64_t dim = first.shape()[static_cast<size_t>(axis)];
     if (dim % n != 0)
-      return error(loc, name + ": dim " + std::to_string(axis) + " of size " +
-                            std::to_string(dim) + " does not divide into " + std::to_string(n) +
-                            " pieces");
+      return error(loc, name + ": dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                            " does not divide into " + std::to_string(n) + " pieces");
     KILN_TRY(HostTensor sum, reduceAll(reduce, in, loc));
     std::vector<int64_t> shape = first.shape();
     shape[static_cast<size_t>(axis)] = dim / n;

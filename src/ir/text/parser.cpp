@@ -3,9 +3,9 @@
 // Grammar (docs/ir.md has the long form):
 //   module  := (symbol | weight | device | func)*
 //   symbol  := 'symbol' IDENT 'in' '[' INT ',' INT ']' ('divisible_by' INT)?
-//   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']' ('shard' INT 'of' INT 'along' INT)?
-//   device  := 'device' (GLOBAL '=')? target          target := IDENT '[' INT ']'
-//   func    := 'func' GLOBAL '(' (VALUE ':' type on?),* ')'
+//   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']' ('shard' INT 'of' INT 'along'
+//   INT)? device  := 'device' (GLOBAL '=')? target          target := IDENT '[' INT ']' func    :=
+//   'func' GLOBAL '(' (VALUE ':' type on?),* ')'
 //              ('->' (type on? | '(' (type on?),* ')'))? '{' op* '}'
 //   op      := (VALUE,+ '=')? IDENT VALUE,* ('{' (IDENT '=' attr),* '}')? (':' type,+)?
 //              on? ('loc' '(' STRING (':' INT ':' INT)? ')')?

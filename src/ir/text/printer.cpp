@@ -309,8 +309,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
   }
   if (!syms.empty()) sections.push_back(std::move(syms));
   std::string weights;
-  for (const WeightDecl& w : m.weights())
-  {
+  for (const WeightDecl& w : m.weights()) {
     weights += "weight " + globalName(w.name) + " : " + w.type.str() + " = " + quoteString(w.file) +
                "[" + quoteString(w.tensor) + "]";
     if (w.shard)

@@ -455,14 +455,15 @@ private:
       for (size_t i = 0; i < devices.size(); ++i) {
         Result<DeviceTarget> t = parseDeviceTarget(devices[i], op.loc());
         if (!t.ok()) {
-          opError(op, "devices[" + std::to_string(i) + "] must be a device like ref[1]: " +
-                          t.diags().list[0].message);
+          opError(op, "devices[" + std::to_string(i) +
+                          "] must be a device like ref[1]: " + t.diags().list[0].message);
           continue;
         }
         for (size_t j = 0; j < i; ++j)
           if (devices[j] == devices[i])
-            opError(op, "device " + devices[i] + " is listed twice; a collective takes one "
-                        "operand per device");
+            opError(op, "device " + devices[i] +
+                            " is listed twice; a collective takes one "
+                            "operand per device");
       }
       if (op.device())
         opError(op, std::string(op.name()) + " spans its devices and is placed on none (its "
@@ -470,7 +471,8 @@ private:
     }
     if (op.kind() == OpKind::Collective && op.numOperands() % 2 != 0)
       opError(op, "collective takes inputs and as many output buffers, an even number of "
-                  "operands, not " + std::to_string(op.numOperands()));
+                  "operands, not " +
+                      std::to_string(op.numOperands()));
     if (op.kind() == OpKind::Constant) {
       const HostTensor* value = op.attrs().getDense("value");
       Type valueType = Type::tensor(value->elem(), value->shape());

@@ -1,8 +1,8 @@
 // What the host-memory drivers (ref, sim, cpu) share: buffers of 64-byte-aligned host memory
 // with a cache of freed memory, a command buffer that records commands, and a queue that runs
 // them synchronously on the submitting thread (or, with setAsync, on a thread of the device's
-// own, so that several devices of one process run at once). Each driver derives its device from HostDevice
-// and supplies executable loading and dispatch; copies, fills and barriers are run here.
+// own, so that several devices of one process run at once). Each driver derives its device from
+// HostDevice and supplies executable loading and dispatch; copies, fills and barriers are run here.
 #pragma once
 
 #include <condition_variable>
