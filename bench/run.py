@@ -40,7 +40,7 @@ TOLERANCE = 1e-3
 
 # Device kinds whose kernels run on a GPU: kiln's time there includes host transfers of the
 # inputs and outputs, and the GEMM table adds f16 GEMMs.
-GPU_KINDS = ("vulkan", "hip")
+GPU_KINDS = ("vulkan", "hip", "cuda")
 
 
 def parse_args():

@@ -16,7 +16,10 @@
 // 2e-4 of the tensor's largest magnitude: the device's transcendental functions (atanh, tanh,
 // exp) are less exact than libm, and Vulkan computes f64 ones in f32.
 //
-//   kiln-runtime-differential [--seeds=N] [--symbolic-seeds=N] [--device=ref|cpu|vulkan]
+// --first-seed=S starts both loops at seed S (to split a long run over processes).
+//
+//   kiln-runtime-differential [--seeds=N] [--symbolic-seeds=N] [--first-seed=S]
+//                             [--device=ref|cpu|vulkan|cuda|hip]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -225,9 +228,10 @@ int64_t flagValue(const std::string& arg, const std::string& name, int64_t fallb
 } // namespace
 
 int main(int argc, char** argv) {
-  int64_t seeds = 150, symbolicSeeds = 80;
+  int64_t seeds = 150, symbolicSeeds = 80, first = 1;
   for (int i = 1; i < argc; ++i) {
     seeds = flagValue(argv[i], "seeds", seeds);
+    first = flagValue(argv[i], "first-seed", first);
     symbolicSeeds = flagValue(argv[i], "symbolic-seeds", symbolicSeeds);
     if (std::string(argv[i]).starts_with("--device=")) gDevice = std::string(argv[i]).substr(9);
   }
@@ -251,7 +255,7 @@ int main(int argc, char** argv) {
   }
   int failures = 0, checked = 0;
   for (int sym = 0; sym < 2; ++sym)
-    for (int64_t s = 1; s <= (sym ? symbolicSeeds : seeds); ++s) {
+    for (int64_t s = first; s < first + (sym ? symbolicSeeds : seeds); ++s) {
       std::string why = check(static_cast<uint64_t>(s), sym == 1);
       ++checked;
       if (why.empty()) continue;

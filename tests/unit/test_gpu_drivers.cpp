@@ -227,6 +227,22 @@ TEST_CASE("gpu payload: round trip") {
   CHECK(serializeGpuPayload(*back) == bytes);
 }
 
+TEST_CASE("gpu payload: an image with no kernels round-trips") {
+  // A module whose work all runs on the host (a constant, ConstantOfShape) still carries one
+  // image per architecture, with no code: its payload is the smallest a valid one can be.
+  GpuPayload p;
+  p.target = "cuda";
+  p.images.push_back({"sm_90", GpuCodeKind::Ptx, "", {}});
+  std::string bytes = serializeGpuPayload(p);
+  Result<GpuPayload> back = parseGpuPayload(bytes);
+  REQUIRE(back.ok());
+  REQUIRE(back->images.size() == 1);
+  CHECK(back->images[0].arch == "sm_90");
+  CHECK(back->images[0].kernels.empty());
+  CHECK(serializeGpuPayload(*back) == bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_FALSE(parseGpuPayload(bytes.substr(0, n)).ok());
+}
+
 TEST_CASE("gpu payload: corrupt payloads are errors") {
   std::string bytes = amdPayload();
   // Every truncation is refused (never a crash or a partial payload).
