@@ -351,6 +351,14 @@ Result<vulkan::VulkanKernelInfo> KernelEmitter::run() {
   b_.code(SOp::OpFunctionEnd, {});
   b_.entryPoint(main_, "main", interface_);
   b_.localSize(main_, uint32_t(workgroup_[0]), uint32_t(workgroup_[1]), uint32_t(workgroup_[2]));
+  // Without SignedZeroInfNanPreserve a Vulkan driver may assume floats are never NaN or
+  // infinite and fold them away (NVIDIA's does: x != x, min/max and inf - inf came out as
+  // numbers). Every float width the kernel computes in keeps IEEE special values.
+  b_.capability(spv::Capability::SignedZeroInfNanPreserve);
+  if (target_.version < 0x00010400) b_.extension("SPV_KHR_float_controls");
+  b_.executionMode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {32});
+  if (b_.capabilities().count(spv::Capability::Float64))
+    b_.executionMode(main_, spv::ExecutionMode::SignedZeroInfNanPreserve, {64});
 
   vulkan::VulkanKernelInfo info;
   info.name = k_.name();

@@ -633,7 +633,12 @@ Result<Id> KernelEmitter::intCompute(const Op& op, OpKind fn, ElemType e,
     Id zero = op2(SOp::OpIEqual, bool_, y, c(0));
     if (u) return select(t, zero, c(0), op2(SOp::OpUMod, t, x, select(t, zero, c(1), y)));
     Id none = op2(SOp::OpLogicalOr, bool_, zero, op2(SOp::OpIEqual, bool_, y, c(-1)));
-    Id r = select(t, none, c(0), op2(SOp::OpSRem, t, x, select(t, none, c(1), y)));
+    // Vulkan leaves OpSRem and OpSMod undefined when an operand is negative (NVIDIA's driver
+    // does give other results), so the remainder of the magnitudes takes x's sign. |INT_MIN|
+    // wraps to INT_MIN, whose bits are the right magnitude for OpUMod.
+    auto mag = [&](Id v) { return select(t, lt(v, c(0)), op1(SOp::OpSNegate, t, v), v); };
+    Id um = op2(SOp::OpUMod, t, mag(x), mag(select(t, none, c(1), y)));
+    Id r = select(t, none, c(0), select(t, lt(x, c(0)), op1(SOp::OpSNegate, t, um), um));
     if (op.attrs().getInt("fmod", 0)) return r;
     Id fix = op2(SOp::OpLogicalAnd, bool_, op2(SOp::OpINotEqual, bool_, r, c(0)),
                  op2(SOp::OpLogicalNotEqual, bool_, lt(r, c(0)), lt(y, c(0))));

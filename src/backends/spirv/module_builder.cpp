@@ -36,6 +36,12 @@ void SpirvBuilder::localSize(Id fn, uint32_t x, uint32_t y, uint32_t z) {
   emit(modes_, spv::Op::OpExecutionMode, {fn, uint32_t(spv::ExecutionMode::LocalSize), x, y, z});
 }
 
+void SpirvBuilder::executionMode(Id fn, spv::ExecutionMode mode, const Words& operands) {
+  Words w = {fn, uint32_t(mode)};
+  w.insert(w.end(), operands.begin(), operands.end());
+  emit(modes_, spv::Op::OpExecutionMode, w);
+}
+
 void SpirvBuilder::name(Id id, std::string_view text) {
   Words w = {id};
   Words s = literalString(text);

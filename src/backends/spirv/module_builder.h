@@ -31,6 +31,8 @@ public:
   Id glslImport(); // the GLSL.std.450 extended instruction set
   void entryPoint(Id fn, const std::string& name, const std::vector<Id>& interface);
   void localSize(Id fn, uint32_t x, uint32_t y, uint32_t z);
+  // OpExecutionMode `mode` on `fn` with literal operands (e.g. a float width).
+  void executionMode(Id fn, spv::ExecutionMode mode, const Words& operands);
   void name(Id id, std::string_view text);
   void decorate(Id id, spv::Decoration d, const Words& args = {});
   void memberDecorate(Id type, uint32_t member, spv::Decoration d, const Words& args = {});

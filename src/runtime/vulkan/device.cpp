@@ -98,6 +98,7 @@ Status VulkanDevice::init() {
     device_ = VK_NULL_HANDLE;
     return vkError("vkCreateDevice", r);
   }
+  watchProcessExit();
   vk.vkGetDeviceQueue(device_, q.queueFamilyIndex, 0, &queue_);
   if (wantPush)
     pushDescriptor_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
@@ -141,7 +142,7 @@ Status VulkanDevice::init() {
 }
 
 VulkanDevice::~VulkanDevice() {
-  if (!device_) return;
+  if (!device_ || processExiting()) return;
   const Api& vk = api();
   vk.vkDeviceWaitIdle(device_);
   {
@@ -303,6 +304,7 @@ VulkanBuffer::VulkanBuffer(std::shared_ptr<VulkanDevice> device, uint64_t bytes,
       memory_(memory), mapped_(mapped) {}
 
 VulkanBuffer::~VulkanBuffer() {
+  if (processExiting()) return;
   // Work still reading or writing the buffer finishes first (a lost device finishes nothing).
   (void)device_->waitSerial(lastUse);
   const Api& vk = device_->api();

@@ -4,6 +4,7 @@
 // pipeline once, through the on-disk pipeline cache.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "runtime/vulkan/pipeline_cache.h"
@@ -57,6 +58,11 @@ const std::vector<CapabilityCheck>& capabilityChecks() {
        "storageBuffer16BitAccess"},
       {4448, [](const DeviceProps& d) { return d.features12.storageBuffer8BitAccess != 0; },
        "storageBuffer8BitAccess"},
+      // Kernels keep IEEE NaN, infinities and signed zeros in 32-bit floats (and in 64-bit
+      // ones where they use them; checked below).
+      {4466,
+       [](const DeviceProps& d) { return d.vk12.shaderSignedZeroInfNanPreserveFloat32 != 0; },
+       "shaderSignedZeroInfNanPreserveFloat32"},
       {5345, [](const DeviceProps& d) { return d.features12.vulkanMemoryModel != 0; },
        "vulkanMemoryModel"},
       {5346, [](const DeviceProps& d) { return d.features12.vulkanMemoryModelDeviceScope != 0; },
@@ -157,6 +163,12 @@ std::vector<std::string> missing(const VulkanDevice& dev, const VulkanKernelInfo
       out.push_back("capability " + kiln::vulkan::capabilityName(cap) + " (device feature " +
                     check->feature + ")");
   }
+  auto declares = [&](uint32_t cap) {
+    return std::find(k.capabilities.begin(), k.capabilities.end(), cap) != k.capabilities.end();
+  };
+  if (declares(4466) && declares(10) && !d.vk12.shaderSignedZeroInfNanPreserveFloat64)
+    out.push_back("capability SignedZeroInfNanPreserve for 64-bit floats (device property "
+                  "shaderSignedZeroInfNanPreserveFloat64)");
   for (const std::string& e : k.extensions)
     if (!knownExtension(e))
       out.push_back("SPIR-V extension " + e +
@@ -255,6 +267,7 @@ VulkanExecutable::load(std::shared_ptr<VulkanDevice> device, const std::string& 
 }
 
 VulkanExecutable::~VulkanExecutable() {
+  if (processExiting()) return;
   const Api& vk = device_->api();
   VkDevice vd = device_->handle();
   // Submissions that use the pipelines finish first (a lost device runs nothing more).

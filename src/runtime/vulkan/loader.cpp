@@ -10,6 +10,7 @@
 // every warning or error it reports is printed to stderr and counted (validationMessageCount).
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -155,6 +156,7 @@ Result<std::shared_ptr<Instance>> createInstance() {
                           "install mesa-vulkan-drivers for lavapipe, or point VK_DRIVER_FILES at "
                           "a driver's ICD file");
   if (r != VK_SUCCESS) return error(where(), "vkCreateInstance failed: " + resultName(r));
+  watchProcessExit();
 
   VkInstance vi = inst->instance_;
 #define KILN_VK_LOAD(name)                                                                         \
@@ -199,6 +201,14 @@ Result<std::shared_ptr<Instance>> createInstance() {
   return inst;
 }
 
+namespace {
+std::atomic<bool> gExiting{false};
+void markExiting() { gExiting.store(true); }
+} // namespace
+
+void watchProcessExit() { std::atexit(markExiting); }
+bool processExiting() { return gExiting.load(); }
+
 Result<std::shared_ptr<Instance>> Instance::get() {
   static std::mutex mu;
   static std::shared_ptr<Instance> instance;
@@ -218,7 +228,7 @@ Result<std::shared_ptr<Instance>> Instance::get() {
 }
 
 Instance::~Instance() {
-  if (!instance_ || !api_.vkDestroyInstance) return;
+  if (!instance_ || !api_.vkDestroyInstance || processExiting()) return;
   if (messenger_) api_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
   api_.vkDestroyInstance(instance_, nullptr);
 }

@@ -127,6 +127,7 @@ std::string capabilityName(uint32_t capability) {
       {4448, "StorageBuffer8BitAccess"},
       {4449, "UniformAndStorageBuffer8BitAccess"},
       {4450, "StoragePushConstant8"},
+      {4466, "SignedZeroInfNanPreserve"},
       {5345, "VulkanMemoryModel"},
       {5346, "VulkanMemoryModelDeviceScope"},
       {5347, "PhysicalStorageBufferAddresses"},

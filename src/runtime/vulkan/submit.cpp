@@ -519,7 +519,7 @@ VulkanSemaphore::VulkanSemaphore(std::shared_ptr<VulkanDevice> device, VkSemapho
     : device_(std::move(device)), sem_(sem) {}
 
 VulkanSemaphore::~VulkanSemaphore() {
-  if (!sem_) return;
+  if (!sem_ || processExiting()) return;
   // Submissions that signal it must be done with it; a lost device runs nothing more.
   if (device_->alive().ok()) device_->api().vkDeviceWaitIdle(device_->handle());
   device_->api().vkDestroySemaphore(device_->handle(), sem_, nullptr);

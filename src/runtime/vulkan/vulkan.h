@@ -126,6 +126,15 @@ struct Api {
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" and a hint for the codes users meet.
 std::string resultName(VkResult r);
 
+// Teardown at exit. kiln's instance and devices live in function-local statics, destroyed
+// after the exit handlers a driver registers while it loads (NVIDIA's tears itself down
+// there: a vkDestroyDevice after it crashed every process at exit). watchProcessExit(),
+// called once a driver is loaded and once a device is created, registers a handler that runs
+// before kiln's statics are destroyed and sets processExiting(); from then on destructors
+// leave their Vulkan objects to the end of the process instead of calling into the driver.
+void watchProcessExit();
+bool processExiting();
+
 // The process's Vulkan instance, created on first use; an instance that could not be created
 // (no loader, no driver) is an error that stays the same for the whole process.
 class Instance {
