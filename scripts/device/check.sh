@@ -1,0 +1,70 @@
+#!/bin/bash
+# Runs kiln's GPU checks on a lent machine from the repository root: random programs, the ONNX
+# node tests and the PyTorch-exported decoders on cuda[0] and vulkan[0] (NVIDIA's Vulkan
+# driver, with the Khronos validation layer for the random programs and decoders), then
+# bench/run.py on each against PyTorch on the GPU and per-dispatch profiles on cuda[0].
+# Writes $OUT/summary.txt and $OUT/logs.tar.gz. PHASES picks: correct, bench-cuda, bench-vulkan,
+# profile (default all); LIMIT caps each correctness job (seconds).
+set -u
+T0=$(date +%s)
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; rm -f $S
+L=/tmp/klogs; rm -rf $L; mkdir -p $L
+log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $S; }
+CUDA=${CUDA:-cuda[0]}; VK=${VK:-vulkan[0]}; LIMIT=${LIMIT:-150}; PY=${PY:-python3}
+PHASES=${PHASES:-correct bench-cuda bench-vulkan profile}
+K=/tmp/k
+if [ ! -x $K/bin/kiln ]; then
+  mkdir -p $K && tar xJf .gpu/pack.tar.xz -C $K
+  for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig   # the Vulkan loader, glvnd, layers
+fi
+# Wrappers: the packed libraries (Debian's libstdc++ among them) for kiln only, not for python.
+mkdir -p $K/w
+for b in kiln kiln-onnx-conformance kiln-runtime-differential; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/%s "$@"\n' $K $K $b > $K/w/$b; chmod +x $K/w/$b
+done
+W=$K/w
+ldconfig -p | grep -q 'libcuda.so.1 ' || {
+  c=$(find /usr/local/nvidia /usr/lib /usr/lib64 -name libcuda.so.1 2>/dev/null | head -1)
+  [ -n "$c" ] && export KILN_CUDA_LIBRARY=$c; }
+[ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $W/kiln devices; } >> $S 2>&1
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+run() { local name=$1; shift; ( t=$(date +%s); timeout -s KILL $LIMIT stdbuf -oL -eL "$@" > $L/$name.log 2>&1
+  echo "rc=$? secs=$(( $(date +%s) - t ))" >> $L/$name.log ) & }
+if has correct; then
+  CF="--same-as-ref --rules=tests/conformance/unsupported.txt --tolerances=tests/conformance/tolerances.txt"
+  for dev in $CUDA $VK; do
+    n=${dev%%[*}
+    for k in 0 1 2 3 4 5; do
+      run rdiff-$n-$k env KILN_VULKAN_VALIDATION=1 $W/kiln-runtime-differential --device=$dev \
+        --first-seed=$((1+k*150)) --seeds=150 --symbolic-seeds=0
+    done
+    run rdiff-$n-sym env KILN_VULKAN_VALIDATION=1 $W/kiln-runtime-differential --device=$dev --seeds=0 --symbolic-seeds=80
+    i=0; for f in '^test_[a-c]' '^test_[d-l]' '^test_[m-r]' '^test_[s-z]'; do
+      run conf-$n-$i $W/kiln-onnx-conformance --device=$dev $CF --filter="$f" $K/data/node; i=$((i+1)); done
+    run decoder-$n env PYTHONUNBUFFERED=1 $PY tests/e2e/onnx_decoder.py --kiln $W/kiln --source-root . --device=$dev
+  done
+  wait
+  log "correctness done"
+  for f in $L/*.log; do echo "== $(basename $f .log): $(grep -E 'programs (identical|match)|^[0-9]+ passed,|^rc=|tests pass on ref|^OK$|validation layer reported' $f | tr '\n' ' ')" >> $S; done
+  grep -h "^seed \|^REGRESSION\|^FAIL" $L/*.log | grep -v castlike | cut -c1-300 | head -60 >> $S
+fi
+bench() { timeout -s KILL 150 env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$1 --reference=cuda --kiln $W/kiln \
+  --repetitions=5 --warmup=1 --timeout=40 --keep=/tmp/bk > $L/bench-$2.log 2>&1; echo "rc=$?" >> $L/bench-$2.log
+  log "bench on $1 done"; grep -v "^$" $L/bench-$2.log >> $S; }
+has bench-cuda && bench $CUDA cuda
+has bench-vulkan && bench $VK vulkan
+if has profile && [ -d /tmp/bk ]; then
+  B=/tmp/bk
+  prof() { echo "### $1" >> $L/profiles.log; shift
+    timeout -s KILL 30 $W/kiln bench "$@" --device=$CUDA --repetitions=5 --warmup=1 --profile >> $L/profiles.log 2>&1; }
+  g=$(grep -l "tensor<4096x4096xf32>" $B/gemm*/gemm.kir | head -1); [ -n "$g" ] && prof "gemm f32 4096" $g --input=@$(dirname $g)/a.npy
+  e=$(grep -l " exp " $B/elementwise*/elementwise.kir | head -1); [ -n "$e" ] && prof "exp" $e --input=@$(dirname $e)/x.npy
+  [ -f $B/decoder1.kir ] && prof "decoder prefill 2048" $B/decoder1.kir --input=@$B/dec1_x.npy --input=@$B/dec1_cos.npy --input=@$B/dec1_sin.npy
+  [ -f $B/decoder3.kir ] && prof "decoder decode, context 2048" $B/decoder3.kir --input=@$B/dec3_x.npy --input=@$B/dec3_cos.npy \
+    --input=@$B/dec3_sin.npy --input=@$B/dec3_past_k.npy --input=@$B/dec3_past_v.npy
+  log "profiles done"; cat $L/profiles.log >> $S
+fi
+tar czf $OUT/logs.tar.gz -C $L .
+log end
