@@ -172,7 +172,8 @@ Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelG
                               k.name() + "; the compile stops here");
   KILN_TRY(LlvmCode code, std::move(*compiled));
   if (useCache) co.cache->store(key, code.code);
-  if (co.timer) co.timer->addKernel(k.name(), code.optimizeMs, code.codegenMs);
+  if (co.timer)
+    co.timer->addKernel(k.name(), code.optimizeMs, code.codegenMs, optLevelName(g.level));
   out.code = std::move(code.code);
   return out;
 }
