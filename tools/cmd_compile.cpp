@@ -6,6 +6,7 @@
 
 #include "analysis/donation_specs.h"
 #include "backends/backend.h"
+#include "backends/opt_level.h"
 #include "cli.h"
 #include "ir/text/printer.h"
 #include "passes/codegen.h"
@@ -63,6 +64,10 @@ kiln dump).
                         the weights in the module
   --jobs=N              compile up to N kernels at once (default: the hardware's threads);
                         the module is byte-identical for any N
+  --opt-level=L         LLVM pipeline per cpu kernel: auto (default: O3 for kernels that
+                        accumulate products in a loop, O2 for the rest), O1, O2 or O3 for
+                        every kernel, or C/R (e.g. O3/O1) for contractions / the rest;
+                        without it, $KILN_OPT_LEVEL if set
   --no-cache            neither read nor write the kernel cache ($KILN_CACHE_DIR, else
                         $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; docs/cli.md)
   --time-passes         print the time of every phase (import, each pass, placement,
@@ -85,6 +90,7 @@ int runCompile(const std::vector<std::string>& args) {
       {"tile-config", true, false, ""},
       {"jobs", true, false, "j"},
       {"no-cache", false, false, ""},
+      {"opt-level", true, false, ""},
       {"time-passes", false, false, ""},
       {"progress", false, false, ""},
   });
@@ -137,6 +143,12 @@ int runCompile(const std::vector<std::string>& args) {
       return fail(
           error(Loc::named("--jobs"), "expected a thread count from 1 to 1024, got '" + v + "'"));
     opts.jobs = static_cast<unsigned>(std::stoi(v));
+  }
+  if (a.has("opt-level")) {
+    // Checked here, so a bad value is reported against the flag before anything compiles.
+    auto rule = parseOptLevelRule(a.get("opt-level"));
+    if (!rule.ok()) return fail(rule.diags());
+    opts.optLevel = a.get("opt-level");
   }
   if (!a.has("no-cache")) opts.cache.dir = defaultKernelCacheDir();
   CompileTimer timer;

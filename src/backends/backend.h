@@ -43,6 +43,9 @@ struct BackendOptions {
   unsigned jobs = 0;
   // Compiled kernels kept across compiles (null or disabled: none).
   KernelCache* cache = nullptr;
+  // LLVM optimization levels per kernel kind (kiln compile --opt-level; backends/opt_level.h):
+  // empty is $KILN_OPT_LEVEL, else the default rule. Backends without LLVM ignore it.
+  std::string optLevel;
 };
 
 class TargetBackend {

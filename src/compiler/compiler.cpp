@@ -270,6 +270,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
       if (g.backend == b) bo = g.options;
     bo.timer = timer;
     bo.jobs = opts.jobs;
+    bo.optLevel = opts.optLevel;
     bo.cache = &cache;
     ScopedPhase phase(timer, "executable " + b->name());
     KILN_TRY(

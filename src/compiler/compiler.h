@@ -66,6 +66,10 @@ struct CompileOptions {
   // Compiled kernels kept on disk across compiles (backends/kernel_cache.h). Off unless
   // cache.dir is set; kiln compile sets it to defaultKernelCacheDir() unless --no-cache.
   KernelCacheOptions cache;
+  // LLVM optimization levels per kernel kind (kiln compile --opt-level, backends/opt_level.h):
+  // empty is $KILN_OPT_LEVEL, else the default rule (O3 for kernels that accumulate products in
+  // a loop, O2 for the rest). Part of every kernel's cache key.
+  std::string optLevel;
 };
 
 // The device a module runs on when nothing names one: cpu[0] when this build has the CPU

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace kiln {
 
@@ -59,9 +60,10 @@ int64_t CompileTimer::count(const std::string& name) const {
   return 0;
 }
 
-void CompileTimer::addKernel(std::string name, double optimizeMs, double codegenMs) {
+void CompileTimer::addKernel(std::string name, double optimizeMs, double codegenMs,
+                             std::string group) {
   std::lock_guard<std::mutex> lock(mu_);
-  kernels_.push_back({std::move(name), optimizeMs, codegenMs});
+  kernels_.push_back({std::move(name), optimizeMs, codegenMs, std::move(group)});
 }
 
 void CompileTimer::kernelDone() {
@@ -105,6 +107,25 @@ std::string CompileTimer::table(size_t slowest) const {
                   "code generation %.1f ms\n",
                   ks.size(), opt, cg);
     out += buf;
+    // Per group (in reverse name order: O3 before O2), when the kernels have groups.
+    struct Sum {
+      size_t kernels = 0;
+      double optimizeMs = 0, codegenMs = 0;
+    };
+    std::map<std::string, Sum> groups;
+    for (const Kernel& k : ks) {
+      if (k.group.empty()) continue;
+      Sum& g = groups[k.group];
+      g.kernels += 1;
+      g.optimizeMs += k.optimizeMs;
+      g.codegenMs += k.codegenMs;
+    }
+    for (auto it = groups.rbegin(); it != groups.rend(); ++it) {
+      std::snprintf(
+          buf, sizeof buf, "  %s: %zu kernels, optimize %.1f ms, code generation %.1f ms\n",
+          it->first.c_str(), it->second.kernels, it->second.optimizeMs, it->second.codegenMs);
+      out += buf;
+    }
     std::stable_sort(ks.begin(), ks.end(), [](const Kernel& a, const Kernel& b) {
       return a.optimizeMs + a.codegenMs > b.optimizeMs + b.codegenMs;
     });

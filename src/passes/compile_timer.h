@@ -34,8 +34,9 @@ public:
   // A counted fact ("kernels before deduplication"); a repeated name adds up.
   void addCount(const std::string& name, int64_t n);
   int64_t count(const std::string& name) const;
-  // One kernel's LLVM optimization and code generation (thread-safe).
-  void addKernel(std::string name, double optimizeMs, double codegenMs);
+  // One kernel's LLVM optimization and code generation (thread-safe); `group` (the cpu
+  // backend: its optimization level, "O3") sums the times per group in the table.
+  void addKernel(std::string name, double optimizeMs, double codegenMs, std::string group = "");
   // A kernel of the open phase is done (thread-safe).
   void kernelDone();
 
@@ -55,6 +56,7 @@ private:
     std::string name;
     double optimizeMs = 0;
     double codegenMs = 0;
+    std::string group;
   };
   std::vector<Phase> phases_;
   std::vector<size_t> stack_; // open phases, innermost last

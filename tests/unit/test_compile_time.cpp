@@ -150,9 +150,9 @@ TEST_CASE("compile timer: nested phases in order, counts, slowest kernels, progr
     ScopedPhase outer(&t, "codegen cpu");
     t.addPhase("fuse", 1.5);
     ScopedPhase inner(&t, "compile kernels", 2);
-    t.addKernel("k_fast", 1, 1);
+    t.addKernel("k_fast", 1, 1, "O2");
     t.kernelDone();
-    t.addKernel("k_slow", 50, 7);
+    t.addKernel("k_slow", 50, 7, "O3");
     t.kernelDone();
   }
   t.addCount("kernels before deduplication", 3);
@@ -166,6 +166,11 @@ TEST_CASE("compile timer: nested phases in order, counts, slowest kernels, progr
   CHECK(table.find("k_slow") != std::string::npos);
   CHECK(table.find("k_fast") == std::string::npos); // only the slowest one
   CHECK(table.find("kernels before deduplication: 5") != std::string::npos);
+  // Times summed per group (the optimization level), O3 first.
+  size_t o3 = table.find("  O3: 1 kernels, optimize 50.0 ms, code generation 7.0 ms\n");
+  size_t o2 = table.find("  O2: 1 kernels, optimize 1.0 ms, code generation 1.0 ms\n");
+  CHECK(o3 != std::string::npos);
+  CHECK(o2 > o3);
   CHECK(seen == std::vector<std::string>{"codegen cpu 0/0", "compile kernels 0/2",
                                          "compile kernels 1/2", "compile kernels 2/2"});
 }

@@ -1,5 +1,6 @@
-// compileCpuKernels: kernel IR -> LLVM IR (backends/llvm/emit.h) -> O3 -> x86-64 object ->
-// shared object (lld), plus the payload's description of every kernel.
+// compileCpuKernels: kernel IR -> LLVM IR (backends/llvm/emit.h) -> O3 or O2 (chosen per
+// kernel, backends/opt_level.h) -> x86-64 object -> shared object (lld), plus the payload's
+// description of every kernel.
 //
 // Kernels that print alike (but for their names) compile once and share an entry point,
 // named by a hash of that text. Each distinct kernel is its own LLVM module in its own
@@ -23,6 +24,7 @@
 
 #include "backends/kernel_identity.h"
 #include "backends/llvm/emit.h"
+#include "backends/opt_level.h"
 #include "backends/parallel.h"
 #include "ir/core/push_constants.h"
 #include "ir/text/printer.h"
@@ -94,7 +96,8 @@ namespace {
 // and whether its buffers may alias. `first` is the one that is compiled.
 struct KernelGroup {
   size_t first = 0;
-  std::string symbol; // the entry point every member's launches call
+  std::string symbol;            // the entry point every member's launches call
+  OptLevel level = OptLevel::O3; // the LLVM pipeline (chooseOptLevel of the first member)
 };
 
 struct CompiledGroup {
@@ -113,8 +116,8 @@ struct LlvmCode {
 
 // One kernel's code, in an LLVMContext of its own.
 Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::string& symbol,
-                                 bool aliasing, const CpuTargetSpec& spec, unsigned vectorBits,
-                                 CpuOutput output) {
+                                 OptLevel level, bool aliasing, const CpuTargetSpec& spec,
+                                 unsigned vectorBits, CpuOutput output) {
   LlvmCode out;
   llvm::LLVMContext ctx;
   llvm::Module lm("kiln-kernel", ctx);
@@ -131,7 +134,7 @@ Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::stri
     if (!f.isDeclaration()) f.addFnAttr("prefer-vector-width", std::to_string(vectorBits));
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
   auto begin = std::chrono::steady_clock::now();
-  KILN_CHECK(llvmgen::optimizeModule(lm, *tm, "<cpu backend>"));
+  KILN_CHECK(llvmgen::optimizeModule(lm, *tm, "<cpu backend>", static_cast<int>(level)));
   out.optimizeMs = msSince(begin);
   begin = std::chrono::steady_clock::now();
   if (output == CpuOutput::LlvmIr) {
@@ -161,14 +164,16 @@ Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelG
     }
   std::optional<Result<LlvmCode>> compiled;
   if (!llvmgen::runRecoverably([&] {
-        compiled.emplace(compileWithLlvm(m, k, g.symbol, aliasing, spec, vectorBits, output));
+        compiled.emplace(
+            compileWithLlvm(m, k, g.symbol, g.level, aliasing, spec, vectorBits, output));
       }))
     return error(k.loc(), "internal error: LLVM failed (a fatal error or a crash) while compiling "
                           "kernel @" +
                               k.name() + "; the compile stops here");
   KILN_TRY(LlvmCode code, std::move(*compiled));
   if (useCache) co.cache->store(key, code.code);
-  if (co.timer) co.timer->addKernel(k.name(), code.optimizeMs, code.codegenMs);
+  if (co.timer)
+    co.timer->addKernel(k.name(), code.optimizeMs, code.codegenMs, optLevelName(g.level));
   out.code = std::move(code.code);
   return out;
 }
@@ -185,6 +190,7 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
   p.cpu = spec.machine.cpu;
   p.features = spec.required;
   std::set<std::string> aliasing = aliasingKernels(m);
+  KILN_TRY(OptLevelRule levels, resolveOptLevelRule(co.optLevel));
 
   // Kernels that would compile to the same code compile once and share an entry point.
   std::vector<KernelGroup> groups;
@@ -201,12 +207,13 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
       auto [it, fresh] = byIdentity.emplace(identity, groups.size());
       if (fresh) {
         KernelKey content = kernelKey({identity});
-        groups.push_back({i, "kiln_cpu_kernel_" + content.hex()});
-        // The cache key adds what else decides the code: the machine, the vector width, LLVM
-        // and this build of kiln.
+        OptLevel level = chooseOptLevel(k, levels);
+        groups.push_back({i, "kiln_cpu_kernel_" + content.hex(), level});
+        // The cache key adds what else decides the code: the machine, the vector width, the
+        // optimization level, LLVM and this build of kiln.
         keys.push_back(kernelKey({content.hex(), kernelCacheBuildId(), LLVM_VERSION_STRING,
                                   spec.machine.triple, spec.machine.cpu, spec.machine.features,
-                                  std::to_string(desc.preferredVectorBits)}));
+                                  std::to_string(desc.preferredVectorBits), optLevelName(level)}));
       }
       const KernelGroup& g = groups[it->second];
       CpuKernelInfo info;
@@ -220,6 +227,11 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
     if (co.timer) {
       co.timer->addCount("kernels before deduplication", static_cast<int64_t>(kernels.size()));
       co.timer->addCount("kernels after deduplication", static_cast<int64_t>(groups.size()));
+      for (OptLevel l : {OptLevel::O3, OptLevel::O2, OptLevel::O1}) {
+        int64_t n = std::count_if(groups.begin(), groups.end(),
+                                  [&](const KernelGroup& g) { return g.level == l; });
+        if (n > 0) co.timer->addCount(std::string("kernels optimized at ") + optLevelName(l), n);
+      }
     }
   }
 
@@ -256,8 +268,8 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
     const char* comment = output == CpuOutput::LlvmIr ? ";" : "#";
     for (size_t i = 0; i < code.size(); ++i)
       out.text += std::string(comment) + " ----- kernel " + std::to_string(i) + " (@" +
-                  kernels[groups[i].first]->name() + "): " + groups[i].symbol + " -----\n" +
-                  code[i];
+                  kernels[groups[i].first]->name() + "): " + groups[i].symbol + ", " +
+                  optLevelName(groups[i].level) + " -----\n" + code[i];
     return out;
   }
   if (kernels.empty()) return out;
@@ -299,6 +311,7 @@ public:
     co.timer = o.timer;
     co.jobs = o.jobs;
     co.cache = o.cache;
+    co.optLevel = o.optLevel;
     KILN_TRY(CpuCompiled c, compileCpuKernels(m, kernels, targetOf(o), out, co));
     if (o.cache) o.cache->prune();
     if (o.text && out != CpuOutput::Executable) *o.text = c.text;

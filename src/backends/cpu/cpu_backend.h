@@ -49,6 +49,9 @@ struct CpuCompileOptions {
   CompileTimer* timer = nullptr; // phases, counts, per-kernel LLVM times, progress
   unsigned jobs = 0;             // threads compiling kernels (0: the hardware's)
   KernelCache* cache = nullptr;  // object code of kernels compiled before (Executable only)
+  // LLVM levels per kernel kind (--opt-level; backends/opt_level.h): empty is $KILN_OPT_LEVEL,
+  // else the default rule.
+  std::string optLevel;
 };
 
 // Compiles the lowered kernel functions `kernels` of `m` to code; kernel N of the payload is

@@ -52,7 +52,8 @@ Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSp
   return tm;
 }
 
-Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what) {
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
+                      int level) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple().str());
   std::string msg;
@@ -74,7 +75,10 @@ Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::strin
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  llvm::OptimizationLevel ol = level <= 1   ? llvm::OptimizationLevel::O1
+                               : level == 2 ? llvm::OptimizationLevel::O2
+                                            : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(ol);
   mpm.run(m, mam);
   return ok();
 }

@@ -1,4 +1,5 @@
-// LLVM target machines, the O3 pipeline and object emission, shared by the LLVM backends.
+// LLVM target machines, the optimization pipelines and object emission, shared by the LLVM
+// backends.
 #pragma once
 
 #include <functional>
@@ -25,8 +26,10 @@ struct MachineSpec {
 void initializeLlvm();
 Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSpec& spec);
 // Verifies `m` (an invalid module is a backend bug reported as an error naming `what`),
-// then runs the new pass manager's O3 pipeline for `tm`.
-Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what);
+// then runs the new pass manager's default pipeline at `level` (1 to 3; the cpu backend picks
+// it per kernel, backends/opt_level.h) for `tm`.
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
+                      int level = 3);
 // The module as an ELF relocatable object (PIC).
 Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm);
 // The module as assembly or LLVM IR text (kiln compile --emit=asm / --emit=llvm).
