@@ -30,7 +30,7 @@ mpirun each rank runs its share of the module's devices and rank 0 prints.
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   --profile             time every dispatch of the timed calls and print, per function, a
                         table of kernels by total time: kernel, strategy, output shape,
-                        grid, calls, total ms, % (cpu, ref and sim devices)
+                        grid, calls, total ms, % (every device; docs/cli.md)
   -h, --help            show this help
 )";
 

@@ -40,7 +40,7 @@ is compiled in memory first; a .kmod file runs as compiled.
   --output-dir=DIR      write result i to DIR/i.npy (DIR is created if missing)
   --cpu-threads=N       threads of the cpu device (default KILN_CPU_THREADS, else every core)
   --profile             time every dispatch and print a table of kernels by time after the
-                        results (as kiln bench --profile; cpu, ref and sim devices)
+                        results (as kiln bench --profile)
   --mpi                 run over the ranks of an MPI job, each rank on its share of the
                         module's devices (docs/distributed.md); implied when mpirun started
                         more than one process (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1).

@@ -280,8 +280,8 @@ Status Executor::enableProfile(bool on) {
         if (e->device) e->device->setProfiler(nullptr);
       profiling_ = false;
       return error(Loc::named(d->device->id().str()),
-                   "this device cannot time its dispatches one by one (profiling needs a "
-                   "host-memory device: cpu, ref or sim)");
+                   "this device cannot time its dispatches one by one (its queue has no "
+                   "timestamps)");
     }
   if (on && !profiling_) {
     profile_.clear();

@@ -105,8 +105,10 @@ DeviceProps queryDevice(const Api& api, VkPhysicalDevice pd) {
   for (int pass = 0; pass < 2 && d.computeFamily < 0; ++pass)
     for (uint32_t i = 0; i < families && d.computeFamily < 0; ++i) {
       VkQueueFlags f = fam[i].queueFlags;
-      if ((f & VK_QUEUE_COMPUTE_BIT) && (pass == 1 || !(f & VK_QUEUE_GRAPHICS_BIT)))
+      if ((f & VK_QUEUE_COMPUTE_BIT) && (pass == 1 || !(f & VK_QUEUE_GRAPHICS_BIT))) {
         d.computeFamily = i;
+        d.timestampBits = fam[i].timestampValidBits;
+      }
     }
   return d;
 }

@@ -250,7 +250,8 @@ Status VulkanDevice::recordDispatch(VkCommandBuffer vcb, const Command& c, VkDes
   return ok();
 }
 
-Status VulkanDevice::record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool) {
+Status VulkanDevice::record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool,
+                            Recorded* timing) {
   const Api& vk = api();
   Hazards hazards;
   auto ours = [&](Buffer* b, const char* what) -> Result<VulkanBuffer*> {
@@ -296,7 +297,19 @@ Status VulkanDevice::record(VkCommandBuffer vcb, Commands commands, VkDescriptor
     }
     hazards.add(reads, writes);
     switch (c.kind) {
-    case Command::Dispatch: KILN_CHECK(recordDispatch(vcb, c, pool)); break;
+    case Command::Dispatch: {
+      // A timestamp is written once every command before it has finished the stage: the pair
+      // brackets this dispatch, which the barrier above serializes where it must.
+      auto q = timing ? uint32_t(2 * timing->timed.size()) : 0;
+      if (timing)
+        vk.vkCmdWriteTimestamp(vcb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timing->queries, q);
+      KILN_CHECK(recordDispatch(vcb, c, pool));
+      if (timing) {
+        vk.vkCmdWriteTimestamp(vcb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timing->queries, q + 1);
+        timing->timed.push_back(&c);
+      }
+      break;
+    }
     case Command::Copy: {
       auto* src = static_cast<VulkanBuffer*>(c.src);
       auto* dst = static_cast<VulkanBuffer*>(c.dst);
@@ -369,7 +382,21 @@ Result<VulkanDevice::Recorded> VulkanDevice::recordRun(Commands commands) {
     discard(run);
     return vkError("vkAllocateCommandBuffers", r);
   }
-  Status recorded = record(run.cb, commands, run.pool);
+  size_t dispatches = 0;
+  for (const Command& c : commands) dispatches += c.kind == Command::Dispatch ? 1 : 0;
+  if (profiler_ && dispatches) {
+    VkQueryPoolCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = static_cast<uint32_t>(2 * dispatches);
+    if (VkResult r = vk.vkCreateQueryPool(device_, &qi, nullptr, &run.queries); r != VK_SUCCESS) {
+      vk.vkEndCommandBuffer(run.cb);
+      discard(run);
+      return vkError("vkCreateQueryPool", r);
+    }
+    vk.vkCmdResetQueryPool(run.cb, run.queries, 0, qi.queryCount);
+  }
+  Status recorded = record(run.cb, commands, run.pool, run.queries ? &run : nullptr);
   vk.vkEndCommandBuffer(run.cb);
   if (!recorded.ok()) {
     discard(run);
@@ -379,6 +406,8 @@ Result<VulkanDevice::Recorded> VulkanDevice::recordRun(Commands commands) {
 }
 
 void VulkanDevice::discard(Recorded& run) {
+  if (run.queries) api().vkDestroyQueryPool(device_, run.queries, nullptr);
+  run.queries = VK_NULL_HANDLE;
   if (run.cb) api().vkFreeCommandBuffers(device_, commandPool_, 1, &run.cb);
   if (run.pool) api().vkDestroyDescriptorPool(device_, run.pool, nullptr);
   run.cb = VK_NULL_HANDLE;
@@ -489,6 +518,10 @@ Status VulkanDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t w
           bool last = i + 1 == pieces.size();
           KILN_TRY(serial, submitRecorded(p.run, gpuWait, waitValue, last ? gpuSignal : nullptr,
                                           signalValue));
+          if (p.run.queries) {
+            KILN_CHECK(waitSerial(serial));
+            KILN_CHECK(reportTimes(p.run));
+          }
           signaled = last && gpuSignal;
           gpuWait = nullptr;
           return ok();
@@ -511,6 +544,31 @@ Status VulkanDevice::submit(CommandBuffer& cb, const Semaphore* wait, uint64_t w
   }();
   if (!s.ok()) signal.fail(s.diags());
   return s;
+}
+
+bool VulkanDevice::setProfiler(DispatchProfiler* profiler) {
+  if (profiler && props_.timestampBits == 0) return false;
+  profiler_ = profiler;
+  return true;
+}
+
+Status VulkanDevice::reportTimes(Recorded& run) {
+  std::vector<uint64_t> ticks(2 * run.timed.size());
+  VkResult r = api().vkGetQueryPoolResults(
+      device_, run.queries, 0, static_cast<uint32_t>(ticks.size()), ticks.size() * 8, ticks.data(),
+      8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  api().vkDestroyQueryPool(device_, run.queries, nullptr);
+  run.queries = VK_NULL_HANDLE;
+  if (r != VK_SUCCESS) return vkError("vkGetQueryPoolResults", r);
+  uint64_t mask = props_.timestampBits >= 64 ? ~uint64_t{0}
+                                              : (uint64_t{1} << props_.timestampBits) - 1;
+  double nsPerTick = props_.props.limits.timestampPeriod;
+  for (size_t i = 0; i < run.timed.size(); ++i) {
+    const Command& c = *run.timed[i];
+    uint64_t elapsed = (ticks[2 * i + 1] - ticks[2 * i]) & mask;
+    if (profiler_) profiler_->record(*c.exe, c.kernel, c.workgroups, double(elapsed) * nsPerTick * 1e-9);
+  }
+  return ok();
 }
 
 // --- semaphores

@@ -103,6 +103,11 @@ uint64_t validationMessageCount();
   X(vkCmdCopyBuffer)                                                                               \
   X(vkCmdFillBuffer)                                                                               \
   X(vkCmdPipelineBarrier)                                                                          \
+  X(vkCreateQueryPool)                                                                             \
+  X(vkDestroyQueryPool)                                                                            \
+  X(vkCmdResetQueryPool)                                                                           \
+  X(vkCmdWriteTimestamp)                                                                           \
+  X(vkGetQueryPoolResults)                                                                         \
   X(vkQueueSubmit)                                                                                 \
   X(vkCreateSemaphore)                                                                             \
   X(vkDestroySemaphore)                                                                            \
@@ -169,6 +174,7 @@ struct DeviceProps {
   VkPhysicalDeviceMemoryProperties memory{};
   std::set<std::string> extensions;
   int64_t computeFamily = -1;
+  uint32_t timestampBits = 0; // the compute family's timestampValidBits (0: no timestamps)
   uint64_t localMemoryBytes = 0; // the largest device-local heap
 
   bool hasExtension(const std::string& e) const { return extensions.count(e) != 0; }
@@ -270,6 +276,10 @@ public:
   std::unique_ptr<Semaphore> createSemaphore(uint64_t initial) override;
   Status submit(CommandBuffer& cb, const Semaphore* wait, uint64_t waitValue, Semaphore& signal,
                 uint64_t signalValue) override;
+  // With a profiler set, every run gets a timestamp query pool (one pair of timestamps around
+  // each dispatch) and submit waits for it and reports each dispatch's time. False when the
+  // compute queue has no timestamps.
+  bool setProfiler(DispatchProfiler* profiler) override;
 
   const Api& api() const { return instance_->api(); }
   VkDevice handle() const { return device_; }
@@ -310,9 +320,14 @@ private:
     VkCommandBuffer cb = VK_NULL_HANDLE;
     VkDescriptorPool pool = VK_NULL_HANDLE;
     std::vector<VulkanBuffer*> used;
+    VkQueryPool queries = VK_NULL_HANDLE; // while profiling: 2 timestamps per dispatch
+    std::vector<const host::HostCommandBuffer::Command*> timed;
   };
   using Commands = std::span<const host::HostCommandBuffer::Command>;
-  Status record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool);
+  Status record(VkCommandBuffer vcb, Commands commands, VkDescriptorPool pool,
+                Recorded* timing = nullptr);
+  // Reads a finished run's timestamps into the profiler and frees its query pool.
+  Status reportTimes(Recorded& run);
   Status recordDispatch(VkCommandBuffer vcb, const host::HostCommandBuffer::Command& c,
                         VkDescriptorPool pool);
   Result<VkDescriptorPool> descriptorPoolFor(Commands commands);
@@ -335,6 +350,7 @@ private:
   uint32_t memoryType_ = 0;
   bool hostVisible_ = false;
   uint32_t stagingType_ = 0;
+  DispatchProfiler* profiler_ = nullptr;
   PFN_vkCmdPushDescriptorSetKHR pushDescriptor_ = nullptr;
 
   // The queue: submissions are serialized; each signals queueTimeline_ to its serial.
