@@ -12,8 +12,12 @@
 //              right operand. Otherwise the patches are KH*KW strided slices of the
 //              (zero-)padded input, concatenated to N x C x KH*KW x (OH*OW): channel-major,
 //              then kernel position, the order of the weights' elements. Every other conv
-//              is left as it is.
-// Invalidates: nothing (new ops have the conv's device and location).
+//              is left as it is. The elementwise ops that consume the result (all users
+//              elementwise over its shape, on its device; transitively) compute on the
+//              matmul's N x M x (OH*OW) result instead, before the reshape back to NCHW
+//              (sinkView), so that fuse makes them the GEMM kernel's epilogue.
+// Invalidates: nothing (new ops have the conv's device, and the location of the conv or
+//              of the elementwise op they replace).
 //
 //   %y = conv %x, %w, %b {pads = [0, 0, 0, 0], ...}        %x2 = reshape %x : 1x64x3136
 //     (x: 1x64x56x56, w: 128x64x1x1)                 =>    %w2 = reshape %w : 128x64
