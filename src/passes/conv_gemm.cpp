@@ -12,14 +12,21 @@
 //              right operand. Otherwise the patches are KH*KW strided slices of the
 //              (zero-)padded input, concatenated to N x C x KH*KW x (OH*OW): channel-major,
 //              then kernel position, the order of the weights' elements. Every other conv
-//              is left as it is.
-// Invalidates: nothing (new ops have the conv's device and location).
+//              is left as it is. The elementwise ops that consume the result (all users
+//              elementwise over its shape, on its device; transitively) compute on the
+//              matmul's N x M x (OH*OW) result instead, before the reshape back to NCHW
+//              (sinkView), so that fuse makes them the GEMM kernel's epilogue.
+// Invalidates: nothing (new ops have the conv's device, and the location of the conv or
+//              of the elementwise op they replace).
 //
 //   %y = conv %x, %w, %b {pads = [0, 0, 0, 0], ...}        %x2 = reshape %x : 1x64x3136
 //     (x: 1x64x56x56, w: 128x64x1x1)                 =>    %w2 = reshape %w : 128x64
 //                                                          %m = matmul %w2, %x2 : 1x128x3136
 //                                                          %z = add %m, (reshape %b : 128x1)
 //                                                          %y = reshape %z : 1x128x56x56
+#include <algorithm>
+#include <set>
+
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/conv_rewrite.h"
@@ -97,11 +104,158 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
   return reshape(out, ys);
 }
 
+// `v`, which broadcasts to the conv's N x M x OH x OW result `ys`, as a value that broadcasts
+// to the matmul's N x M x (OH*OW) the same way, or null when no view can say it (v varies
+// along one of OH, OW but not the other). A reshape of such a value is undone, not stacked.
+Result<Value*> flat(Builder& b, Value* v, const std::vector<int64_t>& ys) {
+  if (!v->type().isStatic() || v->type().rank() > 4) return nullptr;
+  std::vector<int64_t> s = v->type().staticShape();
+  s.insert(s.begin(), 4 - s.size(), 1);
+  int64_t last;
+  if (s[2] == 1 && s[3] == 1) {
+    last = 1;
+  } else if (s[2] == ys[2] && s[3] == ys[3]) {
+    last = ys[2] * ys[3];
+  } else {
+    return nullptr;
+  }
+  Type want = withDims(v, {s[0], s[1], last});
+  if (v->type() == want) return v;
+  if (const Op* d = v->def(); d && d->kind() == OpKind::Reshape && d->operand(0)->type() == want)
+    return d->operand(0);
+  KILN_TRY(Op * r, b.create(OpKind::Reshape, {v}, {}, {want}));
+  return r->result(0);
+}
+
+// True when every user of the reshape `r` (the conv's result in NCHW) is an elementwise op
+// over exactly that shape on r's device whose other operands `flat` can express.
+bool sinkable(const Op& r) {
+  const Value* y = r.result(0);
+  std::vector<int64_t> ys = y->type().staticShape();
+  for (const Use& u : y->uses()) {
+    const Op& op = *u.user;
+    if (!op.has(kElementwise) || op.numResults() != 1 ||
+        op.result(0)->type().shape() != y->type().shape() || op.device() != r.device())
+      return false;
+    for (const Value* v : op.operands()) {
+      if (v == y) continue;
+      if (!v->type().isStatic() || v->type().rank() > 4) return false;
+      std::vector<int64_t> s = v->type().staticShape();
+      s.insert(s.begin(), 4 - s.size(), 1);
+      if (!(s[2] == 1 && s[3] == 1) && !(s[2] == ys[2] && s[3] == ys[3])) return false;
+    }
+  }
+  return y->hasUses();
+}
+
+// The elementwise ops that consume a conv's result (bias, batch-norm scale and shift,
+// residual add, activations) move before the view back to NCHW, onto the matmul's
+// N x M x (OH*OW) result, so that fuse makes them the GEMM kernel's epilogue instead of a
+// kernel of their own (its "elementwise-into-producer" rule needs outputs of the matmul's
+// shape). `r` = reshape(z) whose users are all elementwise:
+//   %y = reshape %z : 1x64x56x56          %a = add %z, (reshape %res : 1x64x3136)
+//   %a = add %y, %res             =>      %r = relu %a : 1x64x3136
+//   %r = relu %a                          %y = reshape %r : 1x64x56x56
+// repeated on each new reshape; each final reshape gets one copy per user, so that it
+// stays a view in every consumer's kernel instead of a copy of its own.
+Status sinkView(Func& f, Op* r) {
+  std::vector<Op*> work{r}, done;
+  while (!work.empty()) {
+    Op* v = work.back();
+    work.pop_back();
+    if (!sinkable(*v)) {
+      if (v->result(0)->hasUses())
+        done.push_back(v);
+      else
+        f.erase(v);
+      continue;
+    }
+    Value* z = v->operand(0);
+    std::vector<int64_t> ys = v->result(0)->type().staticShape();
+    std::vector<Op*> users;
+    for (const Use& u : v->result(0)->uses())
+      if (std::find(users.begin(), users.end(), u.user) == users.end()) users.push_back(u.user);
+    for (Op* op : users) {
+      Builder b(&f, op);
+      b.setLoc(op->loc());
+      b.setDevice(op->device());
+      std::vector<Value*> operands;
+      for (Value* x : op->operands()) {
+        if (x == v->result(0)) {
+          operands.push_back(z);
+          continue;
+        }
+        KILN_TRY(Value * fx, flat(b, x, ys));
+        operands.push_back(fx);
+      }
+      KILN_TRY(Op * flatOp, b.create(op->kind(), operands, op->attrs()));
+      KILN_TRY(Op * back,
+               b.create(OpKind::Reshape, {flatOp->result(0)}, {}, {op->result(0)->type()}));
+      op->result(0)->replaceAllUsesWith(back->result(0));
+      op->dropOperands();
+      f.erase(op);
+      work.push_back(back);
+    }
+    v->dropOperands();
+    f.erase(v);
+  }
+  for (Op* v : done) {
+    std::vector<Use> uses = v->result(0)->uses();
+    if (uses.empty()) { // another conv's chain read its source directly
+      v->dropOperands();
+      f.erase(v);
+      continue;
+    }
+    for (size_t i = 1; i < uses.size(); ++i) {
+      Builder b(&f, uses[i].user);
+      b.setLoc(v->loc());
+      b.setDevice(v->device());
+      KILN_TRY(Op * copy, b.create(OpKind::Reshape, {v->operand(0)}, {}, {v->result(0)->type()}));
+      uses[i].user->setOperand(uses[i].operandIndex, copy->result(0));
+    }
+  }
+  return ok();
+}
+
+// reshape(reshape(x)) -> reshape(x), and x where that is x's type: the views sinkView
+// stacks when an op reads two of its chain's values (x * sigmoid(x)).
+void foldReshapes(Func& f) {
+  for (Op* op : f.opsSnapshot()) {
+    if (op->kind() != OpKind::Reshape) continue;
+    const Op* d = op->operand(0)->def();
+    if (!d || d->kind() != OpKind::Reshape) continue;
+    Value* x = d->operand(0);
+    if (x->type() == op->result(0)->type()) {
+      op->result(0)->replaceAllUsesWith(x);
+    } else {
+      op->setOperand(0, x);
+    }
+  }
+  std::vector<Op*> ops = f.opsSnapshot();
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) // users before the views they read
+    if (Op* op = *it; op->kind() == OpKind::Reshape && !op->result(0)->hasUses()) {
+      op->dropOperands();
+      f.erase(op);
+    }
+}
+
 class ConvGemmPass : public Pass {
 public:
   explicit ConvGemmPass(CodegenOptions opts) : opts_(std::move(opts)) {}
 
-  Status run(Module& m) override { return rewriteConvs(m, opts_, asMatmul); }
+  Status run(Module& m) override {
+    std::vector<Op*> views; // each conv's result: the reshape of its matmul back to NCHW
+    KILN_CHECK(rewriteConvs(m, opts_, [&](Func& f, Op& conv, const Conv2d& g) -> Result<Value*> {
+      KILN_TRY(Value * y, asMatmul(f, conv, g));
+      if (y) views.push_back(y->def());
+      return y;
+    }));
+    std::set<Func*> funcs;
+    for (Op* r : views) funcs.insert(r->parent());
+    for (Op* r : views) KILN_CHECK(sinkView(*r->parent(), r));
+    for (Func* f : funcs) foldReshapes(*f);
+    return ok();
+  }
 
 private:
   CodegenOptions opts_;

@@ -25,9 +25,13 @@
 //   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
 //                              it when that dispatch's outputs have the anchor's shape (the
 //                              elementwise chain becomes the anchor's epilogue)
-// and one restriction (FusionRules::transcendentalIntoContraction, off on CPU targets): a
+// and two restrictions. FusionRules::transcendentalIntoContraction (off on CPU targets): a
 // transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
+// FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's
+// result and shape (a conv's bias, residual add, activation) does not join a consumer
+// dispatch anchored by a pad, concat or pool, which the matmul cannot join: it stays the
+// matmul's epilogue.
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
 // dispatch, which records `in_place = [operand, 0]`.
 #include <algorithm>
@@ -90,7 +94,8 @@ public:
       if (!isComputing(op) || !opts_.covers(op) || group_[i] >= 0) continue;
       if (groupPattern(op)) continue;
       std::optional<int> target = consumerGroup(op);
-      if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target)) {
+      if (target && !alone_.count(&op) && !aloneGroups_.count(*target) && canJoin(op, *target) &&
+          !staysForEpilogue(op, *target)) {
         add(*target, i);
       } else {
         groups_.push_back({});
@@ -208,6 +213,47 @@ private:
     return false;
   }
 
+  // True when `op` reads a matmul's result over the matmul's shape, directly or through
+  // elementwise ops that do: it can be the matmul's epilogue.
+  bool onEpilogue(const Op& op) {
+    if (!op.has(kElementwise) || op.numResults() != 1) return false;
+    auto memo = epilogue_.find(&op);
+    if (memo != epilogue_.end()) return memo->second;
+    bool on = false;
+    const Shape& shape = op.result(0)->type().shape();
+    for (const Value* v : op.operands()) {
+      const Op* d = v->def();
+      if (!d || v->type().shape() != shape) continue;
+      if (d->kind() == OpKind::Matmul || onEpilogue(*d)) on = true;
+    }
+    epilogue_[&op] = on;
+    return on;
+  }
+
+  // FusionRules::epilogueOverConsumer: an epilogue op does not join a group anchored by an
+  // op that only moves or windows data (pad, concat, pool): it starts a group the matmul
+  // joins. Contractions, attention and reductions (softmax, layer norm) keep their
+  // prologues, which save them a materialized input.
+  bool staysForEpilogue(const Op& op, int g) {
+    if (!rules_.epilogueOverConsumer || !rules_.elementwiseIntoProducer || !onEpilogue(op))
+      return false;
+    const Op* a = anchorOf(g);
+    return a && !a->has(kContraction) && !a->has(kReduction) && a->kind() != OpKind::Attention &&
+           a->kind() != OpKind::Softmax && a->kind() != OpKind::LogSoftmax &&
+           a->kind() != OpKind::Cumsum;
+  }
+
+  // Every value of g that a non-member reads has shape `shape`.
+  bool outputsHaveShape(int g, const Shape& shape) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      for (size_t r = 0; r < ops_[i]->numResults(); ++r) {
+        bool output = false;
+        for (const Use& u : ops_[i]->result(r)->uses()) output |= groupOf(u.user) != g;
+        if (output && ops_[i]->result(r)->type().shape() != shape) return false;
+      }
+    return true;
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     // A kernel runs on one device.
@@ -223,13 +269,7 @@ private:
       // The attention strategy stores the op's result itself: no epilogue.
       if (op.kind() == OpKind::Attention) return false;
       // The group's outputs must span the anchor's iteration space.
-      const Type& t = op.result(0)->type();
-      for (size_t i : groups_[static_cast<size_t>(g)])
-        for (size_t r = 0; r < ops_[i]->numResults(); ++r) {
-          bool output = false;
-          for (const Use& u : ops_[i]->result(r)->uses()) output |= groupOf(u.user) != g;
-          if (output && ops_[i]->result(r)->type().shape() != t.shape()) return false;
-        }
+      if (!outputsHaveShape(g, op.result(0)->type().shape())) return false;
     }
     return convexWith(op, g);
   }
@@ -263,6 +303,7 @@ private:
   std::vector<std::vector<size_t>> groups_;
   std::set<const Op*> alone_; // writers of donated arguments
   std::set<int> aloneGroups_;
+  std::map<const Op*, bool> epilogue_; // onEpilogue's answers
   const std::vector<FusionPattern>& patterns_;
 };
 

@@ -28,6 +28,13 @@ struct FusionRules {
   // recomputed for every tile that loads the operand. Off on CPUs, where a matmul loads each
   // A element once per NR columns: there such a chain is computed once, in its own dispatch.
   bool transcendentalIntoContraction = true;
+  // An elementwise op that can be a matmul's epilogue (it reads the matmul's result, directly
+  // or through such ops, over the same shape) stays with the matmul instead of joining a
+  // consumer dispatch anchored by an op that only moves or windows data (pad, concat, pool),
+  // which the matmul cannot join. On CPUs the GEMM strategy applies the epilogue to its
+  // block while it is in cache: a conv's bias and activation then cost no recompute in the
+  // next conv's pad or in a pool's every window.
+  bool epilogueOverConsumer = false;
 };
 
 struct TargetDesc {
