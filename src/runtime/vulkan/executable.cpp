@@ -60,8 +60,7 @@ const std::vector<CapabilityCheck>& capabilityChecks() {
        "storageBuffer8BitAccess"},
       // Kernels keep IEEE NaN, infinities and signed zeros in 32-bit floats (and in 64-bit
       // ones where they use them; checked below).
-      {4466,
-       [](const DeviceProps& d) { return d.vk12.shaderSignedZeroInfNanPreserveFloat32 != 0; },
+      {4466, [](const DeviceProps& d) { return d.vk12.shaderSignedZeroInfNanPreserveFloat32 != 0; },
        "shaderSignedZeroInfNanPreserveFloat32"},
       {5345, [](const DeviceProps& d) { return d.features12.vulkanMemoryModel != 0; },
        "vulkanMemoryModel"},

@@ -101,7 +101,8 @@ PipelineCache::PipelineCache(VulkanDevice& device, uint64_t moduleHash) : device
 }
 
 PipelineCache::~PipelineCache() {
-  if (cache_ && !processExiting()) device_.api().vkDestroyPipelineCache(device_.handle(), cache_, nullptr);
+  if (cache_ && !processExiting())
+    device_.api().vkDestroyPipelineCache(device_.handle(), cache_, nullptr);
 }
 
 void PipelineCache::save() {

@@ -560,13 +560,14 @@ Status VulkanDevice::reportTimes(Recorded& run) {
   api().vkDestroyQueryPool(device_, run.queries, nullptr);
   run.queries = VK_NULL_HANDLE;
   if (r != VK_SUCCESS) return vkError("vkGetQueryPoolResults", r);
-  uint64_t mask = props_.timestampBits >= 64 ? ~uint64_t{0}
-                                              : (uint64_t{1} << props_.timestampBits) - 1;
+  uint64_t mask =
+      props_.timestampBits >= 64 ? ~uint64_t{0} : (uint64_t{1} << props_.timestampBits) - 1;
   double nsPerTick = props_.props.limits.timestampPeriod;
   for (size_t i = 0; i < run.timed.size(); ++i) {
     const Command& c = *run.timed[i];
     uint64_t elapsed = (ticks[2 * i + 1] - ticks[2 * i]) & mask;
-    if (profiler_) profiler_->record(*c.exe, c.kernel, c.workgroups, double(elapsed) * nsPerTick * 1e-9);
+    if (profiler_)
+      profiler_->record(*c.exe, c.kernel, c.workgroups, double(elapsed) * nsPerTick * 1e-9);
   }
   return ok();
 }

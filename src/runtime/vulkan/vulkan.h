@@ -174,7 +174,7 @@ struct DeviceProps {
   VkPhysicalDeviceMemoryProperties memory{};
   std::set<std::string> extensions;
   int64_t computeFamily = -1;
-  uint32_t timestampBits = 0; // the compute family's timestampValidBits (0: no timestamps)
+  uint32_t timestampBits = 0;    // the compute family's timestampValidBits (0: no timestamps)
   uint64_t localMemoryBytes = 0; // the largest device-local heap
 
   bool hasExtension(const std::string& e) const { return extensions.count(e) != 0; }
