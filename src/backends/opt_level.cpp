@@ -99,7 +99,7 @@ bool parseLevel(const std::string& s, OptLevel* out) {
 
 } // namespace
 
-Result<OptLevelRule> parseOptLevelRule(const std::string& text) {
+Result<OptLevelRule> parseOptLevelRule(const std::string& text, const Loc& where) {
   OptLevelRule rule;
   if (text == "auto") return rule;
   size_t slash = text.find('/');
@@ -108,7 +108,7 @@ Result<OptLevelRule> parseOptLevelRule(const std::string& text) {
                   : parseLevel(text.substr(0, slash), &rule.contraction) &&
                         parseLevel(text.substr(slash + 1), &rule.other);
   if (!good)
-    return error(Loc::named("--opt-level"),
+    return error(where,
                  "expected auto, O1, O2, O3 or CONTRACTION/OTHER (e.g. O3/O1), got '" + text + "'");
   return rule;
 }
@@ -117,12 +117,7 @@ Result<OptLevelRule> resolveOptLevelRule(const std::string& flag) {
   if (!flag.empty()) return parseOptLevelRule(flag);
   const char* env = std::getenv("KILN_OPT_LEVEL");
   if (!env || !*env) return OptLevelRule{};
-  Result<OptLevelRule> r = parseOptLevelRule(env);
-  if (!r.ok())
-    return error(Loc::named("KILN_OPT_LEVEL"),
-                 std::string("expected auto, O1, O2, O3 or CONTRACTION/OTHER (e.g. O3/O1), got '") +
-                     env + "'");
-  return r;
+  return parseOptLevelRule(env, Loc::named("KILN_OPT_LEVEL"));
 }
 
 } // namespace kiln

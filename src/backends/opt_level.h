@@ -43,8 +43,9 @@ OptLevel chooseOptLevel(const Func& k, const OptLevelRule& rule = {});
 
 // An --opt-level / KILN_OPT_LEVEL value: "auto" (the default rule), one level for every
 // kernel ("O1", "O2", "O3", or "1", "2", "3"), or "C/R": C for contraction kernels, R for the
-// rest ("O3/O1").
-Result<OptLevelRule> parseOptLevelRule(const std::string& text);
+// rest ("O3/O1"). Errors are located at `where`.
+Result<OptLevelRule> parseOptLevelRule(const std::string& text,
+                                       const Loc& where = Loc::named("--opt-level"));
 
 // The rule a compile uses: `flag` when not empty (kiln compile --opt-level), else
 // $KILN_OPT_LEVEL when set and not empty, else the default. A bad value is an error naming

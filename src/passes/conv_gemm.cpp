@@ -25,6 +25,7 @@
 //                                                          %z = add %m, (reshape %b : 128x1)
 //                                                          %y = reshape %z : 1x128x56x56
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "ir/core/builder.h"
@@ -104,22 +105,24 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
   return reshape(out, ys);
 }
 
-// `v`, which broadcasts to the conv's N x M x OH x OW result `ys`, as a value that broadcasts
-// to the matmul's N x M x (OH*OW) the same way, or null when no view can say it (v varies
-// along one of OH, OW but not the other). A reshape of such a value is undone, not stacked.
-Result<Value*> flat(Builder& b, Value* v, const std::vector<int64_t>& ys) {
-  if (!v->type().isStatic() || v->type().rank() > 4) return nullptr;
+// The shape with which `v`, which broadcasts to the conv's N x M x OH x OW result `ys`,
+// broadcasts the same way to the matmul's N x M x (OH*OW); none when no view can say it (v
+// is not static, or varies along one of OH, OW but not the other).
+std::optional<std::vector<int64_t>> flatShape(const Value* v, const std::vector<int64_t>& ys) {
+  if (!v->type().isStatic() || v->type().rank() > 4) return std::nullopt;
   std::vector<int64_t> s = v->type().staticShape();
   s.insert(s.begin(), 4 - s.size(), 1);
-  int64_t last;
-  if (s[2] == 1 && s[3] == 1) {
-    last = 1;
-  } else if (s[2] == ys[2] && s[3] == ys[3]) {
-    last = ys[2] * ys[3];
-  } else {
-    return nullptr;
-  }
-  Type want = withDims(v, {s[0], s[1], last});
+  if (s[2] == 1 && s[3] == 1) return std::vector<int64_t>{s[0], s[1], 1};
+  if (s[2] == ys[2] && s[3] == ys[3]) return std::vector<int64_t>{s[0], s[1], ys[2] * ys[3]};
+  return std::nullopt;
+}
+
+// `v` with flatShape (sinkable checked that it has one). A reshape of such a value is undone,
+// not stacked.
+Result<Value*> flat(Builder& b, Value* v, const std::vector<int64_t>& ys, const Loc& at) {
+  std::optional<std::vector<int64_t>> s = flatShape(v, ys);
+  if (!s) return error(at, "internal error: conv-gemm moved an epilogue it cannot view");
+  Type want = withDims(v, *s);
   if (v->type() == want) return v;
   if (const Op* d = v->def(); d && d->kind() == OpKind::Reshape && d->operand(0)->type() == want)
     return d->operand(0);
@@ -137,13 +140,8 @@ bool sinkable(const Op& r) {
     if (!op.has(kElementwise) || op.numResults() != 1 ||
         op.result(0)->type().shape() != y->type().shape() || op.device() != r.device())
       return false;
-    for (const Value* v : op.operands()) {
-      if (v == y) continue;
-      if (!v->type().isStatic() || v->type().rank() > 4) return false;
-      std::vector<int64_t> s = v->type().staticShape();
-      s.insert(s.begin(), 4 - s.size(), 1);
-      if (!(s[2] == 1 && s[3] == 1) && !(s[2] == ys[2] && s[3] == ys[3])) return false;
-    }
+    for (const Value* v : op.operands())
+      if (v != y && !flatShape(v, ys)) return false;
   }
   return y->hasUses();
 }
@@ -185,7 +183,7 @@ Status sinkView(Func& f, Op* r) {
           operands.push_back(z);
           continue;
         }
-        KILN_TRY(Value * fx, flat(b, x, ys));
+        KILN_TRY(Value * fx, flat(b, x, ys, op->loc()));
         operands.push_back(fx);
       }
       KILN_TRY(Op * flatOp, b.create(op->kind(), operands, op->attrs()));
