@@ -32,6 +32,8 @@
 // result and shape (a conv's bias, residual add, activation) does not join a consumer
 // dispatch anchored by a pad, concat or pool, which the matmul cannot join: it stays the
 // matmul's epilogue.
+// Before grouping, each `split` becomes one `slice` per piece (views, which then join their
+// consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
 // dispatch, which records `in_place = [operand, 0]`.
 #include <algorithm>
@@ -367,8 +369,40 @@ Op* outline(Module& m, Func& f, const std::vector<Op*>& members, int& counter) {
   return d;
 }
 
+// Each `split` becomes one `slice` per piece, so that every piece is a view that joins its
+// consumers (views-into-loads) instead of a multi-result kernel, which `lower` cannot emit
+// and which would run on the host side (on a gpu: a round trip through host memory).
+Status splitsAsSlices(Func& f) {
+  for (Op* op : f.opsSnapshot()) {
+    if (op->kind() != OpKind::Split || op->numOperands() != 1) continue;
+    Value* x = op->operand(0);
+    int64_t axis = op->attrs().getInt("axis");
+    if (axis < 0) axis += x->type().rank();
+    std::vector<int64_t> sizes = op->attrs().getInts("sizes");
+    if (axis < 0 || axis >= x->type().rank() || sizes.size() != op->numResults()) continue;
+    Builder b(&f, op);
+    b.setLoc(op->loc());
+    b.setDevice(op->device());
+    int64_t start = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Attrs a;
+      a.set("starts", std::vector<int64_t>{start});
+      a.set("ends", std::vector<int64_t>{start + sizes[i]});
+      a.set("axes", std::vector<int64_t>{axis});
+      a.set("steps", std::vector<int64_t>{1});
+      start += sizes[i];
+      KILN_TRY(Op * piece, b.create(OpKind::Slice, {x}, std::move(a), {op->result(i)->type()}));
+      op->result(i)->replaceAllUsesWith(piece->result(0));
+    }
+    op->dropOperands();
+    f.erase(op);
+  }
+  return ok();
+}
+
 Status formDispatches(Module& m, Func& f, const CodegenOptions& opts,
                       const std::vector<FusionPattern>& patterns, int& counter) {
+  KILN_CHECK(splitsAsSlices(f));
   KILN_TRY(std::vector<Donation> donations, analyzeDonations(f));
   std::map<const Op*, Value*> inPlace; // writer -> the operand it writes over
   std::set<const Op*> alone;
