@@ -4,7 +4,9 @@
 # driver, with the Khronos validation layer for the random programs and decoders), then
 # bench/run.py on each against PyTorch on the GPU and per-dispatch profiles on cuda[0].
 # Writes $OUT/summary.txt and $OUT/logs.tar.gz. PHASES picks: correct, bench-cuda, bench-vulkan,
-# profile (default all); LIMIT caps each correctness job (seconds).
+# profile (default all); LIMIT caps each correctness job (seconds). BASELINE=FILE (a stripped
+# kiln of an earlier commit, xz-compressed, run with the same packed libraries) adds the
+# decoder rows of bench/run.py on cuda[0] with that kiln: a before/after on the same card.
 set -u
 T0=$(date +%s)
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; rm -f $S
@@ -54,6 +56,13 @@ bench() { timeout -s KILL 150 env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$
   --repetitions=5 --warmup=1 --timeout=40 --keep=/tmp/bk > $L/bench-$2.log 2>&1; echo "rc=$?" >> $L/bench-$2.log
   log "bench on $1 done"; grep -v "^$" $L/bench-$2.log >> $S; }
 has bench-cuda && bench $CUDA cuda
+if [ -n "${BASELINE:-}" ] && [ -f "$BASELINE" ]; then
+  xz -dc "$BASELINE" > $K/bin/kiln-base && chmod +x $K/bin/kiln-base
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/bin/kiln-base "$@"\n' $K $K > $W/kiln-base; chmod +x $W/kiln-base
+  timeout -s KILL 150 env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$CUDA --reference=cuda --kiln $W/kiln-base \
+    --only=decoder --repetitions=5 --warmup=1 --timeout=40 > $L/bench-baseline.log 2>&1; echo "rc=$?" >> $L/bench-baseline.log
+  log "baseline decoder bench on $CUDA done ($BASELINE)"; grep -v "^$" $L/bench-baseline.log >> $S
+fi
 has bench-vulkan && bench $VK vulkan
 if has profile && [ -d /tmp/bk ]; then
   B=/tmp/bk

@@ -154,6 +154,40 @@ TEST_CASE("the footprint function is 64-bit and saturates") {
   CHECK(sharedFootprint({{ElemType::F32, {-1}}}) == UINT64_MAX);
 }
 
+TEST_CASE("split-key attention: the footprint function refuses partials that do not fit") {
+  // A decode step (one query row) with 1024-wide value rows: each subgroup's partial row
+  // takes 4 KiB of shared memory. vulkan:generic (16 KiB, 128 threads, subgroups of 32)
+  // cannot hold 4 subgroups' rows, so tile takes 2; cuda:sm_90 takes 8.
+  const char* text = R"(func @main(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x1024xf32>) -> (tensor<1x8x1x1024xf32>) {
+  %0 = attention %q, %k, %v {causal = 1, scale = 0.125} : tensor<1x8x1x1024xf32>
+  return %0
+}
+)";
+  struct Want {
+    const char* target;
+    int64_t threads;
+    uint64_t shared;
+  };
+  for (Want w : {Want{"vulkan:generic", 64, 2 * (2 + 1024) * 4},
+                 Want{"cuda:sm_90", 256, 8 * (2 + 1024) * 4}}) {
+    CAPTURE(w.target);
+    auto m = parse(text);
+    Status st = runCodegen(*m, optionsFor(w.target));
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.diags().str()));
+    const Op* d = m->lookupFunc("main")->ops().front().get();
+    CHECK(d->attrs().getInts("tile") == std::vector<int64_t>{1, 32});
+    CHECK(d->attrs().getInts("workgroup") == std::vector<int64_t>{w.threads, 1, 1});
+    CHECK(sharedFootprint(sharedBuffersOf(*m->lookupFunc("main_dispatch_0"))) == w.shared);
+  }
+  // The refusal itself: 4 subgroups' partials are 16,416 bytes against 16,384.
+  auto t = lookupTarget("vulkan:generic");
+  REQUIRE(t.ok());
+  std::optional<std::string> why =
+      sharedMemoryProblem("[1, 32]", {{ElemType::F32, {4, 2}}, {ElemType::F32, {4, 1024}}}, *t);
+  REQUIRE(why.has_value());
+  CHECK(why->find("16416") != std::string::npos);
+}
+
 TEST_CASE("targets: every named target, device limits replace the table") {
   for (const char* n : {"cpu", "cpu:x86-64-v2", "cpu:x86-64-v3", "cpu:x86-64-v4", "vulkan:lavapipe",
                         "vulkan:nvidia-sm90", "vulkan:generic", "amdgpu:gfx90a", "amdgpu:gfx942",

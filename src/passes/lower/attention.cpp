@@ -25,6 +25,14 @@
 
 namespace kiln {
 
+namespace {
+
+// At most this many query rows (its upper bound) take the split-key plan on gpus: each row
+// then reads every key and value itself, which only pays when the rows are few.
+constexpr int64_t kSplitKeyMaxQueries = 4;
+
+} // namespace
+
 bool matchAttention(const KernelRef& k, const TargetDesc&) {
   if (k.shape.strategy != Strategy::Attention || !k.shape.anchor) return false;
   const Type& v = k.shape.anchor->operand(2)->type();
@@ -37,15 +45,52 @@ std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
   // cpu: 8 rows, or fewer when the queries are fewer (a decode step has one: rows past
   // the end would be computed for nothing).
   const Type& q = s.anchor->operand(0)->type();
-  if (t.cpu) return {AttentionPlan{std::min<int64_t>(8, upperBound(q.dim(q.rank() - 2), syms)), 1}};
+  int64_t queries = upperBound(q.dim(q.rank() - 2), syms);
+  if (t.cpu) return {AttentionPlan{std::min<int64_t>(8, queries), 1}};
   int64_t threads = std::min<int64_t>({64, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
-  return {AttentionPlan{1, threads}};
+  AttentionPlan rows{1, threads};
+  // Few queries (a decode step): one row per workgroup, its keys split over the
+  // workgroup's subgroups; smaller workgroups for targets whose shared memory the partials
+  // outgrow, then one thread per row.
+  int64_t sg = t.subgroupSizes.empty() ? 1 : t.subgroupSizes[0];
+  if (sg < 2 || queries > kSplitKeyMaxQueries) return {rows};
+  std::vector<Plan> plans;
+  int64_t cap = std::min<int64_t>({256, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
+  for (int64_t th = cap / sg * sg; th >= sg; th = th / 2 / sg * sg)
+    plans.push_back(AttentionPlan{1, th, sg});
+  plans.push_back(rows);
+  return plans;
+}
+
+std::vector<SharedBuffer> attentionSharedBuffers(const KernelShape& s, const AttentionPlan& p) {
+  if (p.subgroup < 1 || !s.anchor) return {};
+  const Type& v = s.anchor->operand(2)->type();
+  int64_t dv = v.dim(v.rank() - 1).isStatic() ? v.dim(v.rank() - 1).value() : 1;
+  int64_t parts = std::max<int64_t>(p.threads / p.subgroup, 1);
+  // Each subgroup's running max and sum, and its unnormalized output row.
+  return {{ElemType::F32, {parts, 2}}, {ElemType::F32, {parts, dv}}};
 }
 
 std::optional<std::string> strategyProblem(const KernelShape& s, const AttentionPlan& p,
-                                           const TargetDesc&, bool) {
+                                           const TargetDesc& t, bool checkSharedMemory) {
   if (s.strategy != Strategy::Attention)
     return "tile " + listStr({p.rows}) + " is an attention kernel's, and the kernel has none";
+  if (p.subgroup > 0) {
+    std::string tile = listStr({p.rows, p.subgroup});
+    if (t.cpu)
+      return "tile " + tile + " splits keys over subgroups; " + t.name + " is a cpu target";
+    if (std::find(t.subgroupSizes.begin(), t.subgroupSizes.end(), p.subgroup) ==
+        t.subgroupSizes.end())
+      return "tile " + tile + ": " + t.name + " has no subgroups of " + std::to_string(p.subgroup) +
+             " threads";
+    if (p.rows != 1 || p.threads % p.subgroup != 0)
+      return "tile " + tile +
+             ": a split-key attention kernel takes one row per workgroup and "
+             "whole subgroups, got workgroup " +
+             listStr({p.threads, 1, 1});
+    if (checkSharedMemory) return sharedMemoryProblem(tile, attentionSharedBuffers(s, p), t);
+    return std::nullopt;
+  }
   if (p.rows < 1 || p.rows > 64 || p.threads < 1)
     return "an attention kernel takes tile [rows] (1 to 64 query rows per thread) with "
            "workgroup [threads, 1, 1], got tile " +
@@ -54,6 +99,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
 }
 
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
+  if (p.subgroup > 0) return emitSplitKeyAttention(b, p);
   const Op& att = *b.shape().anchor;
   const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
   const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;

@@ -40,7 +40,8 @@ PlanAttrs attrsOf(const Plan& p) {
                           return PlanAttrs{{q.rows, q.threads, q.subgroup}, {q.threads, q.rows, 1}};
                         },
                         [](const AttentionPlan& q) {
-                          return PlanAttrs{{q.rows}, {q.threads, 1, 1}};
+                          return q.subgroup > 0 ? PlanAttrs{{q.rows, q.subgroup}, {q.threads, 1, 1}}
+                                                : PlanAttrs{{q.rows}, {q.threads, 1, 1}};
                         },
                     },
                     p);
@@ -87,10 +88,11 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
   int64_t threads = wg[0] * wg[1] * wg[2];
   Plan p;
   if (s.strategy == Strategy::Attention) {
-    if (tile.size() != 1 || wg[1] != 1 || wg[2] != 1)
-      return "an attention kernel takes tile [rows] with workgroup [threads, 1, 1], got tile " +
+    if (tile.empty() || tile.size() > 2 || wg[1] != 1 || wg[2] != 1)
+      return "an attention kernel takes tile [rows] or [1, subgroup] with workgroup [threads, 1, "
+             "1], got tile " +
              listStr(tile) + " and workgroup " + listStr(wg);
-    p = AttentionPlan{tile[0], wg[0]};
+    p = AttentionPlan{tile[0], wg[0], tile.size() == 2 ? tile[1] : 0};
   } else if (s.strategy == Strategy::Pointwise && tile.size() == 2) {
     if (threads != 1)
       return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "
@@ -135,6 +137,7 @@ std::optional<std::string> planProblem(const KernelShape& s, const PlanAttrs& a,
 
 std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const Plan& p) {
   if (const auto* r = std::get_if<GpuReducePlan>(&p)) return gpuReduceSharedBuffers(s, *r);
+  if (const auto* a = std::get_if<AttentionPlan>(&p)) return attentionSharedBuffers(s, *a);
   const auto* q = std::get_if<GpuMatmulPlan>(&p);
   if (s.strategy != Strategy::Matmul || !q) return {};
   return gpuMatmulSharedBuffers(s, *q);

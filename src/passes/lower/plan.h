@@ -9,6 +9,7 @@
 //   ScatterPlan{64}                   tile = [],                  workgroup = [64, 1, 1]
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
+//   AttentionPlan{1, 256, 32}         tile = [1, 32],             workgroup = [256, 1, 1]
 #pragma once
 
 #include <cstdint>
@@ -52,9 +53,11 @@ struct GpuReducePlan {
 };
 
 // attention: each thread owns `rows` query rows of one (batch, head), `threads` threads per
-// workgroup.
+// workgroup; or, with `subgroup` > 0 (gpu, few queries: a decode step), the workgroup owns
+// one query row and splits its keys: each subgroup of `subgroup` threads takes every
+// (threads / subgroup)-th key, its lanes split the head dims.
 struct AttentionPlan {
-  int64_t rows = 1, threads = 64;
+  int64_t rows = 1, threads = 64, subgroup = 0;
 };
 
 using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan,

@@ -147,6 +147,10 @@ std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
 std::optional<std::string> strategyProblem(const KernelShape& s, const AttentionPlan& p,
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p);
+// The shared buffers the plan needs: none, or the split-key plan's per-subgroup partials.
+std::vector<SharedBuffer> attentionSharedBuffers(const KernelShape& s, const AttentionPlan& p);
+// attention_split.cpp: the split-key kernel (AttentionPlan with a subgroup).
+Status emitSplitKeyAttention(KernelBuilder& b, const AttentionPlan& p);
 
 // The grid's row of workgroups is at most this long; more groups take a second grid axis.
 int64_t gridCap(const TargetDesc& t);
