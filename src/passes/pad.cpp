@@ -74,6 +74,9 @@ bool exact(const KernelShape& s, const GpuReducePlan& p, const SymbolTable& syms
 bool exact(const KernelShape&, const ScatterPlan&, const SymbolTable&, const TargetDesc&) {
   return false; // never recorded by tile
 }
+bool exact(const KernelShape&, const GpuGemvPlan&, const SymbolTable&, const TargetDesc&) {
+  return false; // its columns and rows are always masked
+}
 bool exact(const KernelShape&, const AttentionPlan&, const SymbolTable&, const TargetDesc&) {
   return true; // its loops run over exact bounds; nothing is masked
 }

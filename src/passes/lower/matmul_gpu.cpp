@@ -23,6 +23,9 @@ namespace kiln {
 
 namespace {
 
+// At most this many rows take the few-rows plans.
+constexpr int64_t kGemvMaxRows = 4;
+
 int64_t pow2AtLeast(int64_t x) {
   int64_t p = 1;
   while (p < x && p < (int64_t(1) << 30)) p *= 2;
@@ -80,7 +83,10 @@ std::vector<Plan> gpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
       std::max(wx, std::min<int64_t>(128, pow2AtLeast(upperBound(s.outShape[r - 1], syms))));
   const Type& a = s.anchor->operand(0)->type();
   int64_t tk = std::min<int64_t>(32, pow2AtLeast(upperBound(a.dim(a.rank() - 1), syms)));
-  std::vector<Plan> plans;
+  // A few rows (a decode step's projections): tiles of TM rows would leave most threads idle
+  // and give too few workgroups; the few-rows plans come first.
+  int64_t rows = upperBound(s.outShape[r - 2], syms);
+  std::vector<Plan> plans = rows <= kGemvMaxRows ? gpuGemvPlans(rows, t) : std::vector<Plan>{};
   for (std::optional<GpuMatmulPlan> p = GpuMatmulPlan{tm, tn, tk, wx, wy}; p; p = shrink(*p))
     plans.push_back(*p);
   return plans;

@@ -39,6 +39,9 @@ PlanAttrs attrsOf(const Plan& p) {
                         [](const GpuReducePlan& q) {
                           return PlanAttrs{{q.rows, q.threads, q.subgroup}, {q.threads, q.rows, 1}};
                         },
+                        [](const GpuGemvPlan& q) {
+                          return PlanAttrs{{q.rows, q.slices}, {q.cols, q.slices, 1}};
+                        },
                         [](const AttentionPlan& q) {
                           return q.subgroup > 0 ? PlanAttrs{{q.rows, q.subgroup}, {q.threads, 1, 1}}
                                                 : PlanAttrs{{q.rows}, {q.threads, 1, 1}};
@@ -114,6 +117,12 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
     if (threads != 1)
       return "a cpu matmul kernel (tile " + listStr(tile) + ") takes workgroup [1, 1, 1]";
     p = CpuMatmulPlan{tile[0], tile[1], tile[2], tile[3], tile[4]};
+  } else if (s.strategy == Strategy::Matmul && tile.size() == 2) {
+    if (wg[1] != tile[1] || wg[2] != 1)
+      return "a gpu matmul with few rows takes tile [rows, slices] with workgroup [columns, "
+             "slices, 1], got tile " +
+             listStr(tile) + " and workgroup " + listStr(wg);
+    p = GpuGemvPlan{tile[0], wg[0], tile[1]};
   } else if (s.strategy == Strategy::Matmul) {
     if (tile.size() != 3)
       return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] with workgroup "
@@ -138,6 +147,7 @@ std::optional<std::string> planProblem(const KernelShape& s, const PlanAttrs& a,
 std::vector<SharedBuffer> sharedBuffersFor(const KernelShape& s, const Plan& p) {
   if (const auto* r = std::get_if<GpuReducePlan>(&p)) return gpuReduceSharedBuffers(s, *r);
   if (const auto* a = std::get_if<AttentionPlan>(&p)) return attentionSharedBuffers(s, *a);
+  if (const auto* g = std::get_if<GpuGemvPlan>(&p)) return gpuGemvSharedBuffers(s, *g);
   const auto* q = std::get_if<GpuMatmulPlan>(&p);
   if (s.strategy != Strategy::Matmul || !q) return {};
   return gpuMatmulSharedBuffers(s, *q);

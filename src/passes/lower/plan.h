@@ -10,6 +10,7 @@
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
 //   AttentionPlan{1, 256, 32}         tile = [1, 32],             workgroup = [256, 1, 1]
+//   GpuGemvPlan{1, 32, 8}             tile = [1, 8],              workgroup = [32, 8, 1]
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,15 @@ struct AttentionPlan {
   int64_t rows = 1, threads = 64, subgroup = 0;
 };
 
+// gpu matmul with few rows (M <= rows, a decode step's projections): each workgroup
+// computes `cols` output columns for all rows; its threads are cols x slices, each slice
+// takes every slices-th k, and the slices' partial sums meet in shared memory.
+struct GpuGemvPlan {
+  int64_t rows = 1, cols = 32, slices = 8;
+};
+
 using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan,
-                          GpuReducePlan, AttentionPlan>;
+                          GpuReducePlan, AttentionPlan, GpuGemvPlan>;
 
 // A plan as the dispatch records it.
 struct PlanAttrs {

@@ -117,6 +117,15 @@ Status emitStrategy(KernelBuilder& b, const GpuMatmulPlan& p);
 // The shared buffers the plan needs: the A and B tiles.
 std::vector<SharedBuffer> gpuMatmulSharedBuffers(const KernelShape& s, const GpuMatmulPlan& p);
 
+// matmul_gemv.cpp: gpu matmuls with few rows (part of matmul-gpu's search space).
+std::optional<std::string> strategyProblem(const KernelShape& s, const GpuGemvPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const GpuGemvPlan& p);
+// The shared buffer the plan needs: the slices' partial sums.
+std::vector<SharedBuffer> gpuGemvSharedBuffers(const KernelShape& s, const GpuGemvPlan& p);
+// Plans for a matmul whose rows are at most `rows`, best first.
+std::vector<Plan> gpuGemvPlans(int64_t rows, const TargetDesc& t);
+
 // matmul_cpu.cpp: cache blocks and a register-blocked micro-kernel.
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t);
 std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,

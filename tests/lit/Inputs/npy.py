@@ -2,7 +2,7 @@
 """Small .npy helper for lit tests (no numpy needed).
 
   npy.py make OUT.npy SHAPE DTYPE [--seed=N] [--nan=I,J,...]
-      writes a SHAPE (e.g. 5x37) array of DTYPE (f32, f64, i32, i64) with deterministic
+      writes a SHAPE (e.g. 5x37) array of DTYPE (f16, f32, f64, i32, i64) with deterministic
       pseudo-random values in [-4, 4) (integers in [-50, 50)); --nan puts NaN at those
       flat indices.
   npy.py close A.npy|A_DIR B.npy|B_DIR [--tol=T]
@@ -17,7 +17,7 @@ import random
 import struct
 import sys
 
-TYPES = {"f32": ("<f4", "f"), "f64": ("<f8", "d"), "i32": ("<i4", "i"), "i64": ("<i8", "q")}
+TYPES = {"f16": ("<f2", "e"), "f32": ("<f4", "f"), "f64": ("<f8", "d"), "i32": ("<i4", "i"), "i64": ("<i8", "q")}
 BY_DESCR = {d: f for d, f in TYPES.values()}
 
 
