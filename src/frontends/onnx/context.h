@@ -49,6 +49,7 @@ void registerLoss(Registry& r);
 void registerQuant(Registry& r);
 void registerRecurrent(Registry& r);
 void registerSignal(Registry& r);
+void registerControl(Registry& r);
 const Registry& registry();
 
 class Ctx {
@@ -59,6 +60,7 @@ public:
   void setNode(const pb::NodeProto* node);
   const pb::NodeProto& node() const { return *node_; }
   int opset() const { return opset_; }
+  const std::string& file() const { return file_; }
   Loc loc() const;
   Diag err(const std::string& message) const;
 
@@ -114,6 +116,11 @@ public:
   int64_t foldLimit = int64_t{1} << 16;
   // Weights by kiln name: declaration and data.
   std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
+  // Folder that external data files resolve against (empty: external data is an error).
+  std::string baseDir;
+  // Nodes converted so far inside subgraphs (If branches, Loop and Scan bodies, each
+  // unrolled iteration counted again): ops_control.cpp stops a model past its budget.
+  int64_t subgraphNodes = 0;
 
 private:
   Module& module_;
@@ -124,6 +131,11 @@ private:
   int opset_;
   const pb::NodeProto* node_ = nullptr;
 };
+
+// Converts the nodes of `g`, in order, into the current scope of `c.values` (importer.cpp).
+Status convertNodes(Ctx& c, const pb::GraphProto& g);
+// Binds an initializer in the current scope: a constant when small, else a weight.
+Status addInitializer(Ctx& c, const pb::TensorProto& t);
 
 // `s` with bytes outside printable ASCII replaced by '?' (names from damaged files).
 std::string printable(const std::string& s);
