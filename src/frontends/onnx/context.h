@@ -118,9 +118,15 @@ public:
   std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
   // Folder that external data files resolve against (empty: external data is an error).
   std::string baseDir;
-  // Nodes converted so far inside subgraphs (If branches, Loop and Scan bodies, each
-  // unrolled iteration counted again): ops_control.cpp stops a model past its budget.
+  // What ops_control.cpp budgets while it unrolls subgraphs (If branches, Loop and Scan
+  // bodies): the nodes converted (each iteration counted again) and the bytes of weights made
+  // inside subgraphs (large folded values), so that a small model cannot make the importer
+  // hang or exhaust memory. Subgraph initializers are imported once, however often their
+  // subgraph is unrolled.
+  int subgraphDepth = 0;
   int64_t subgraphNodes = 0;
+  int64_t subgraphWeightBytes = 0;
+  std::map<const pb::TensorProto*, Val> subgraphInitializers;
 
 private:
   Module& module_;

@@ -1,6 +1,7 @@
 // The import driver: parses the ModelProto, checks the opset, turns graph inputs into
 // @main's arguments (dim_param names into symbols), initializers into constants or weights,
-// converts each node through the registry, and returns the graph outputs.
+// converts each node through the registry (convertNodes, which ops_control.cpp also runs on
+// subgraphs), and returns the graph outputs.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>

@@ -6,9 +6,10 @@
 // known at import; otherwise both branches run and each output is a select on the
 // condition. Loop is unrolled when its trip count and condition are known at import
 // (each iteration's condition must fold); Scan is unrolled over its static sequence length.
-// Unrolling stops with an error past kMaxIterations iterations of one loop or
-// kMaxSubgraphNodes converted subgraph nodes in the whole model, so a fuzzed model cannot
-// hang the importer or exhaust memory. A loop whose trip count or condition depends on
+// Unrolling stops with an error past kMaxIterations iterations of one loop,
+// kMaxSubgraphNodes converted subgraph nodes in the whole model, or kMaxSubgraphWeightBytes
+// of large values folded inside subgraphs, so a fuzzed model cannot hang the importer or
+// exhaust memory. A loop whose trip count or condition depends on
 // run-time data is an error: running it on the host side of the schedule is future work.
 #include <algorithm>
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr int64_t kMaxIterations = 4096;
 constexpr int64_t kMaxSubgraphNodes = int64_t{1} << 18;
+constexpr int64_t kMaxSubgraphWeightBytes = int64_t{256} << 20;
 
 Result<const pb::GraphProto*> graphAttr(const Ctx& c, const std::string& name) {
   const pb::AttributeProto* a = c.attr(name);
@@ -46,11 +48,26 @@ Result<std::vector<Val>> importSubgraph(Ctx& c, const pb::GraphProto& g,
                  "loops multiply their bodies)");
   const pb::NodeProto* node = &c.node();
   auto outer = c.values;
+  ++c.subgraphDepth;
   Status s = [&]() -> Status {
-    for (const auto& t : g.initializer()) KILN_CHECK(addInitializer(c, t));
+    for (const auto& t : g.initializer()) {
+      if (auto it = c.subgraphInitializers.find(&t); it != c.subgraphInitializers.end()) {
+        c.values[t.name()] = it->second;
+        continue;
+      }
+      KILN_CHECK(addInitializer(c, t));
+      c.subgraphInitializers[&t] = c.values[t.name()];
+    }
     for (int i = 0; i < g.input_size(); ++i) c.values[g.input(i).name()] = inputs[i];
-    return convertNodes(c, g);
+    KILN_CHECK(convertNodes(c, g));
+    c.setNode(node);
+    if (c.subgraphWeightBytes > kMaxSubgraphWeightBytes)
+      return c.err("the values folded inside subgraphs exceed kiln's budget of " +
+                   std::to_string(kMaxSubgraphWeightBytes >> 20) +
+                   " MiB (control flow is unrolled at import)");
+    return ok();
   }();
+  --c.subgraphDepth;
   std::vector<Val> out;
   for (int i = 0; s.ok() && i < g.output_size(); ++i) {
     auto it = c.values.find(g.output(i).name());
