@@ -401,3 +401,194 @@ TEST_CASE("topk and the trigonometric ops on the interpreter") {
   CHECK((*r)[1].getI(2) == 2);
   CHECK((*r)[2].getF(0) == doctest::Approx(std::atan(1.0)));
 }
+
+namespace {
+
+// A subgraph attribute of `n`; nodes and initializers are added to it like to a graph.
+pb::GraphProto* subgraph(pb::NodeProto* n, const std::string& attr,
+                         const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs) {
+  auto* a = n->add_attribute();
+  a->set_name(attr);
+  a->set_type(pb::AttributeProto::GRAPH);
+  pb::GraphProto* g = a->mutable_g();
+  g->set_name(attr);
+  for (const auto& i : inputs) g->add_input()->set_name(i);
+  for (const auto& o : outputs) g->add_output()->set_name(o);
+  return g;
+}
+
+pb::NodeProto* addNode(pb::GraphProto* g, const std::string& op,
+                       const std::vector<std::string>& ins, const std::vector<std::string>& outs) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(outs[0]);
+  for (const auto& i : ins) n->add_input(i);
+  for (const auto& o : outs) n->add_output(o);
+  return n;
+}
+
+void initScalar(pb::GraphProto* g, const std::string& name, int32_t type, int64_t v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  if (type == pb::TensorProto::INT64)
+    t->add_int64_data(v);
+  else
+    t->add_int32_data(static_cast<int32_t>(v)); // BOOL
+}
+
+void initF32(pb::GraphProto* g, const std::string& name, std::vector<int64_t> dims,
+             const std::vector<float>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(pb::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float x : v) t->add_float_data(x);
+}
+
+void attrInts(pb::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+HostTensor Bool(bool v) {
+  HostTensor t(ElemType::I1, {});
+  t.setI(0, v ? 1 : 0);
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("If with a run-time condition selects between both branches") {
+  // y = cond ? x + one : x * x, `one` from the outer scope.
+  ModelBuilder b;
+  b.input("cond", pb::TensorProto::BOOL, {});
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  initF32(b.g, "one", {}, {1});
+  auto* n = b.node("If", {"cond"}, {"y"}, "if");
+  addNode(subgraph(n, "then_branch", {}, {"t"}), "Add", {"x", "one"}, {"t"});
+  addNode(subgraph(n, "else_branch", {}, {"e"}), "Mul", {"x", "x"}, {"e"});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(verifyModule(*r->module).ok());
+  auto yes = run(*r, {Bool(true), F32({2}, {3, -2})});
+  CHECK(yes[0].getF(0) == 4);
+  CHECK(yes[0].getF(1) == -1);
+  auto no = run(*r, {Bool(false), F32({2}, {3, -2})});
+  CHECK(no[0].getF(0) == 9);
+  CHECK(no[0].getF(1) == 4);
+}
+
+TEST_CASE("If with a constant condition imports only the taken branch, nested scopes see outer "
+          "values") {
+  // The branches disagree in shape, which only a known condition allows; the then branch
+  // holds another If whose branch reads `x` two scopes out.
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  initScalar(b.g, "yes", pb::TensorProto::BOOL, 1);
+  auto* n = b.node("If", {"yes"}, {"y"}, "outer");
+  auto* thenG = subgraph(n, "then_branch", {}, {"t"});
+  auto* inner = addNode(thenG, "If", {"yes"}, {"t"});
+  addNode(subgraph(inner, "then_branch", {}, {"u"}), "Neg", {"x"}, {"u"});
+  addNode(subgraph(inner, "else_branch", {}, {"v"}), "Abs", {"x"}, {"v"});
+  auto* elseG = subgraph(n, "else_branch", {}, {"e"});
+  initF32(elseG, "e", {3}, {0, 0, 0});
+  b.output("y");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(r->module->funcs()[0]->resultTypes()[0].str() == "tensor<2xf32>");
+  auto out = run(*r, {F32({2}, {3, -2})});
+  CHECK(out[0].getF(0) == -3);
+  CHECK(out[0].getF(1) == 2);
+
+  SUBCASE("a run-time condition with branches of different types is an error") {
+    b.g->clear_initializer();
+    b.input("yes", pb::TensorProto::BOOL, {});
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'outer' (If): error: the condition depends on run-time data "
+                    "and output 0 has type tensor<2xf32> in then_branch but tensor<3xf32> in "
+                    "else_branch") == 0);
+  }
+}
+
+TEST_CASE("Loop with a known trip count unrolls, with a scan output") {
+  // s = x; for i in 0..3: s = s + x; scan[i] = s * i.
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  initScalar(b.g, "m", pb::TensorProto::INT64, 3);
+  initScalar(b.g, "go", pb::TensorProto::BOOL, 1);
+  auto* n = b.node("Loop", {"m", "go", "x"}, {"s", "scan"}, "loop");
+  auto* body = subgraph(n, "body", {"i", "c", "s_in"}, {"c_out", "s_out", "scan_out"});
+  addNode(body, "Identity", {"c"}, {"c_out"});
+  addNode(body, "Add", {"s_in", "x"}, {"s_out"});
+  attrInt(addNode(body, "Cast", {"i"}, {"fi"}), "to", pb::TensorProto::FLOAT);
+  addNode(body, "Mul", {"s_out", "fi"}, {"scan_out"});
+  b.output("s");
+  b.output("scan");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(verifyModule(*r->module).ok());
+  CHECK(r->module->funcs()[0]->resultTypes()[1].str() == "tensor<3x2xf32>");
+  auto out = run(*r, {F32({2}, {1, 10})});
+  CHECK(out[0].getF(0) == 4);
+  CHECK(out[0].getF(1) == 40);
+  // s after iteration i is (i + 2) x; scan row i is (i + 2) x i.
+  std::vector<double> want{0, 0, 3, 30, 8, 80};
+  for (int64_t i = 0; i < 6; ++i) CHECK(out[1].getF(i) == want[static_cast<size_t>(i)]);
+
+  SUBCASE("a trip count from run-time data is an error") {
+    b.g->mutable_initializer()->DeleteSubrange(0, 1);
+    b.input("m", pb::TensorProto::INT64, {});
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'loop' (Loop): error: the trip count M (input 'm') depends on "
+                    "run-time data; kiln unrolls loops at import") == 0);
+  }
+  SUBCASE("a condition computed from run-time data is an error") {
+    pb::NodeProto* cond = n->mutable_attribute(0)->mutable_g()->mutable_node(0);
+    cond->set_op_type("Greater");
+    cond->set_input(0, "s_in");
+    cond->add_input("x");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'loop' (Loop): error: the condition computed by the body "
+                    "(output 'c_out') depends on run-time data in iteration 0") == 0);
+  }
+  SUBCASE("a trip count past the unrolling limit is an error") {
+    b.g->mutable_initializer(0)->set_int64_data(0, 100000);
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'loop' (Loop): error: the loop runs more than 4096 "
+                    "iterations, kiln's limit for unrolling at import") == 0);
+  }
+}
+
+TEST_CASE("Scan in reverse over its input, with a forward and a reverse scan output") {
+  ModelBuilder b(11);
+  b.input("init", pb::TensorProto::FLOAT, {2});
+  b.input("x", pb::TensorProto::FLOAT, {3, 2});
+  auto* n = b.node("Scan", {"init", "x"}, {"sum", "fwd", "rev"}, "scan");
+  attrInt(n, "num_scan_inputs", 1);
+  attrInts(n, "scan_input_directions", {1});
+  attrInts(n, "scan_output_directions", {0, 1});
+  auto* body = subgraph(n, "body", {"s_in", "row"}, {"s_out", "f", "r"});
+  addNode(body, "Add", {"s_in", "row"}, {"s_out"});
+  addNode(body, "Identity", {"s_out"}, {"f"});
+  addNode(body, "Identity", {"s_out"}, {"r"});
+  b.output("sum");
+  b.output("fwd");
+  b.output("rev");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(verifyModule(*r->module).ok());
+  auto out = run(*r, {F32({2}, {0, 0}), F32({3, 2}, {1, 2, 3, 4, 5, 6})});
+  CHECK(out[0].getF(0) == 9);
+  CHECK(out[0].getF(1) == 12);
+  // Rows are read 2, 1, 0: running sums (5, 6), (8, 10), (9, 12).
+  std::vector<double> fwd{5, 6, 8, 10, 9, 12}, rev{9, 12, 8, 10, 5, 6};
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(out[1].getF(i) == fwd[static_cast<size_t>(i)]);
+    CHECK(out[2].getF(i) == rev[static_cast<size_t>(i)]);
+  }
+}

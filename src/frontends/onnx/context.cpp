@@ -156,6 +156,7 @@ Result<Val> Ctx::weight(const std::string& onnxName, HostTensor t) {
   std::string name = identifier(onnxName, "w");
   while (pendingWeights.count(name)) name += "_";
   Type type = Type::tensor(t.elem(), t.shape());
+  if (subgraphDepth > 0) subgraphWeightBytes += static_cast<int64_t>(t.byteSize());
   Loc l = node_ ? loc() : Loc::named(file_ + ": initializer '" + onnxName + "'");
   pendingWeights.emplace(
       name, std::make_pair(WeightDecl{name, type, opts_.weightsFile, name, l, std::nullopt}, t));

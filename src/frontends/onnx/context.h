@@ -49,6 +49,7 @@ void registerLoss(Registry& r);
 void registerQuant(Registry& r);
 void registerRecurrent(Registry& r);
 void registerSignal(Registry& r);
+void registerControl(Registry& r);
 const Registry& registry();
 
 class Ctx {
@@ -59,6 +60,7 @@ public:
   void setNode(const pb::NodeProto* node);
   const pb::NodeProto& node() const { return *node_; }
   int opset() const { return opset_; }
+  const std::string& file() const { return file_; }
   Loc loc() const;
   Diag err(const std::string& message) const;
 
@@ -114,6 +116,17 @@ public:
   int64_t foldLimit = int64_t{1} << 16;
   // Weights by kiln name: declaration and data.
   std::map<std::string, std::pair<WeightDecl, HostTensor>> pendingWeights;
+  // Folder that external data files resolve against (empty: external data is an error).
+  std::string baseDir;
+  // What ops_control.cpp budgets while it unrolls subgraphs (If branches, Loop and Scan
+  // bodies): the nodes converted (each iteration counted again) and the bytes of weights made
+  // inside subgraphs (large folded values), so that a small model cannot make the importer
+  // hang or exhaust memory. Subgraph initializers are imported once, however often their
+  // subgraph is unrolled.
+  int subgraphDepth = 0;
+  int64_t subgraphNodes = 0;
+  int64_t subgraphWeightBytes = 0;
+  std::map<const pb::TensorProto*, Val> subgraphInitializers;
 
 private:
   Module& module_;
@@ -124,6 +137,11 @@ private:
   int opset_;
   const pb::NodeProto* node_ = nullptr;
 };
+
+// Converts the nodes of `g`, in order, into the current scope of `c.values` (importer.cpp).
+Status convertNodes(Ctx& c, const pb::GraphProto& g);
+// Binds an initializer in the current scope: a constant when small, else a weight.
+Status addInitializer(Ctx& c, const pb::TensorProto& t);
 
 // `s` with bytes outside printable ASCII replaced by '?' (names from damaged files).
 std::string printable(const std::string& s);

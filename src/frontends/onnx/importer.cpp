@@ -1,6 +1,7 @@
 // The import driver: parses the ModelProto, checks the opset, turns graph inputs into
 // @main's arguments (dim_param names into symbols), initializers into constants or weights,
-// converts each node through the registry, and returns the graph outputs.
+// converts each node through the registry (convertNodes, which ops_control.cpp also runs on
+// subgraphs), and returns the graph outputs.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +33,6 @@ private:
   Result<int> findOpset(const pb::ModelProto& model);
   Result<SymExpr> symbolFor(const std::string& param, const std::string& fallback);
   Result<Type> typeOf(const pb::ValueInfoProto& vi);
-  Status addInitializer(Ctx& c, const pb::TensorProto& t);
 
   std::string name_, baseDir_;
   const ImportOptions& opts_;
@@ -123,18 +123,6 @@ Result<Type> Importer::typeOf(const pb::ValueInfoProto& vi) {
   return Type(*elem, shape);
 }
 
-Status Importer::addInitializer(Ctx& c, const pb::TensorProto& t) {
-  Loc loc = Loc::named(name_ + ": initializer '" + t.name() + "'");
-  KILN_TRY(HostTensor data, tensorFromProto(t, baseDir_, loc));
-  if (data.numElements() <= opts_.inlineLimit) {
-    c.values[t.name()] = c.constant(std::move(data));
-    return ok();
-  }
-  KILN_TRY(Val v, c.weight(t.name(), std::move(data)));
-  c.values[t.name()] = v;
-  return ok();
-}
-
 Result<Imported> Importer::run(const pb::ModelProto& model) {
   if (!model.has_graph()) return err("the model has no graph");
   KILN_TRY(int opset, findOpset(model));
@@ -142,6 +130,7 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
   auto fn = std::make_unique<Func>("main", Loc::named(name_));
   Func* f = module_->addFunc(std::move(fn));
   Ctx c(*module_, *f, name_, opts_, opset);
+  c.baseDir = baseDir_;
   const pb::GraphProto& g = model.graph();
 
   std::set<std::string> inits;
@@ -167,34 +156,7 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
 
   c.quantizedWeights = quantizedWeights(g);
 
-  const Registry& reg = registry();
-  for (const auto& node : g.node()) {
-    c.setNode(&node);
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      return c.err("operator domain '" + node.domain() + "' is not supported");
-    auto it = reg.find(node.op_type());
-    if (it == reg.end())
-      return c.err("operator " + printable(node.op_type()) + " is not supported by kiln");
-    if (opset < it->second.minOpset)
-      return c.err("opset " + std::to_string(opset) + " of " + node.op_type() +
-                   " is not supported (kiln supports it from opset " +
-                   std::to_string(it->second.minOpset) + ")");
-    Status s = it->second.fn(c);
-    if (!s.ok()) {
-      Diags d = s.takeDiags();
-      // Diagnostics from shared code carry other locations; keep the node's name first.
-      if (!d.list.empty() && d.list[0].loc.file.find(": node '") == std::string::npos) {
-        Diag top = c.err(d.list[0].message);
-        for (size_t i = 1; i < d.list.size(); ++i) top.notes.push_back(d.list[i]);
-        return top;
-      }
-      return d;
-    }
-    for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty() && !c.values.count(node.output(i)))
-        return c.err("output " + std::to_string(i) + " ('" + node.output(i) +
-                     "') is not supported by kiln's converter");
-  }
+  KILN_CHECK(convertNodes(c, g));
   c.setNode(nullptr);
 
   std::vector<Value*> results;
@@ -233,6 +195,50 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
 }
 
 } // namespace
+
+Status convertNodes(Ctx& c, const pb::GraphProto& g) {
+  const Registry& reg = registry();
+  for (const auto& node : g.node()) {
+    c.setNode(&node);
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return c.err("operator domain '" + node.domain() + "' is not supported");
+    auto it = reg.find(node.op_type());
+    if (it == reg.end())
+      return c.err("operator " + printable(node.op_type()) + " is not supported by kiln");
+    if (c.opset() < it->second.minOpset)
+      return c.err("opset " + std::to_string(c.opset()) + " of " + node.op_type() +
+                   " is not supported (kiln supports it from opset " +
+                   std::to_string(it->second.minOpset) + ")");
+    Status s = it->second.fn(c);
+    if (!s.ok()) {
+      Diags d = s.takeDiags();
+      // Diagnostics from shared code carry other locations; keep the node's name first.
+      if (!d.list.empty() && d.list[0].loc.file.find(": node '") == std::string::npos) {
+        Diag top = c.err(d.list[0].message);
+        for (size_t i = 1; i < d.list.size(); ++i) top.notes.push_back(d.list[i]);
+        return top;
+      }
+      return d;
+    }
+    for (int i = 0; i < node.output_size(); ++i)
+      if (!node.output(i).empty() && !c.values.count(node.output(i)))
+        return c.err("output " + std::to_string(i) + " ('" + node.output(i) +
+                     "') is not supported by kiln's converter");
+  }
+  return ok();
+}
+
+Status addInitializer(Ctx& c, const pb::TensorProto& t) {
+  Loc loc = Loc::named(c.file() + ": initializer '" + t.name() + "'");
+  KILN_TRY(HostTensor data, tensorFromProto(t, c.baseDir, loc));
+  if (data.numElements() <= c.options().inlineLimit) {
+    c.values[t.name()] = c.constant(std::move(data));
+    return ok();
+  }
+  KILN_TRY(Val v, c.weight(t.name(), std::move(data)));
+  c.values[t.name()] = v;
+  return ok();
+}
 
 Result<Imported> importBytes(std::string_view bytes, const std::string& name,
                              const std::string& baseDir, const ImportOptions& options) {
@@ -273,6 +279,7 @@ const Registry& registry() {
     registerQuant(r);
     registerRecurrent(r);
     registerSignal(r);
+    registerControl(r);
     return r;
   }();
   return reg;

@@ -1,0 +1,423 @@
+// Converters for the control-flow ops If, Loop and Scan, resolved at import time.
+//
+// kiln functions are straight-line, so each subgraph is imported inline, in its own scope:
+// the names of the enclosing graphs stay visible (as ONNX requires), the subgraph's own
+// names are dropped when it ends. If imports only the taken branch when its condition is
+// known at import; otherwise both branches run and each output is a select on the
+// condition. Loop is unrolled when its trip count and condition are known at import
+// (each iteration's condition must fold); Scan is unrolled over its static sequence length.
+// Unrolling stops with an error past kMaxIterations iterations of one loop,
+// kMaxSubgraphNodes converted subgraph nodes in the whole model, or kMaxSubgraphWeightBytes
+// of large values folded inside subgraphs, so a fuzzed model cannot hang the importer or
+// exhaust memory. A loop whose trip count or condition depends on
+// run-time data is an error: running it on the host side of the schedule is future work.
+#include <algorithm>
+
+#include "frontends/onnx/context.h"
+#include "frontends/onnx/tensor.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+constexpr int64_t kMaxIterations = 4096;
+constexpr int64_t kMaxSubgraphNodes = int64_t{1} << 18;
+constexpr int64_t kMaxSubgraphWeightBytes = int64_t{256} << 20;
+
+Result<const pb::GraphProto*> graphAttr(const Ctx& c, const std::string& name) {
+  const pb::AttributeProto* a = c.attr(name);
+  if (!a) return c.err("attribute '" + name + "' (a subgraph) is missing");
+  if (a->type() != pb::AttributeProto::GRAPH || !a->has_g())
+    return c.err("attribute '" + name + "' must be a GRAPH");
+  return &a->g();
+}
+
+// Imports subgraph `g` of the current node inline with its formal inputs bound to `inputs`
+// and returns its outputs; `what` names it in diagnostics ("then_branch", "body in
+// iteration 3").
+Result<std::vector<Val>> importSubgraph(Ctx& c, const pb::GraphProto& g,
+                                        const std::vector<Val>& inputs, const std::string& what) {
+  if (static_cast<size_t>(g.input_size()) != inputs.size())
+    return c.err(what + " declares " + std::to_string(g.input_size()) + " inputs; the node binds " +
+                 std::to_string(inputs.size()));
+  c.subgraphNodes += g.node_size();
+  if (c.subgraphNodes > kMaxSubgraphNodes)
+    return c.err("importing " + what + " exceeds kiln's budget of " +
+                 std::to_string(kMaxSubgraphNodes) +
+                 " converted subgraph nodes (control flow is unrolled at import; nested or long "
+                 "loops multiply their bodies)");
+  const pb::NodeProto* node = &c.node();
+  auto outer = c.values;
+  ++c.subgraphDepth;
+  Status s = [&]() -> Status {
+    for (const auto& t : g.initializer()) {
+      if (auto it = c.subgraphInitializers.find(&t); it != c.subgraphInitializers.end()) {
+        c.values[t.name()] = it->second;
+        continue;
+      }
+      KILN_CHECK(addInitializer(c, t));
+      c.subgraphInitializers[&t] = c.values[t.name()];
+    }
+    for (int i = 0; i < g.input_size(); ++i) c.values[g.input(i).name()] = inputs[i];
+    KILN_CHECK(convertNodes(c, g));
+    c.setNode(node);
+    if (c.subgraphWeightBytes > kMaxSubgraphWeightBytes)
+      return c.err("the values folded inside subgraphs exceed kiln's budget of " +
+                   std::to_string(kMaxSubgraphWeightBytes >> 20) +
+                   " MiB (control flow is unrolled at import)");
+    return ok();
+  }();
+  --c.subgraphDepth;
+  std::vector<Val> out;
+  for (int i = 0; s.ok() && i < g.output_size(); ++i) {
+    auto it = c.values.find(g.output(i).name());
+    if (it == c.values.end()) {
+      c.setNode(node);
+      s = c.err(what + " output '" + printable(g.output(i).name()) + "' is never computed");
+      break;
+    }
+    out.push_back(it->second);
+  }
+  c.values = std::move(outer);
+  c.setNode(node);
+  if (!s.ok()) {
+    Diags d = s.takeDiags();
+    if (!d.list.empty() && d.list[0].loc.file != c.loc().file)
+      d.list[0].notes.push_back(note(c.loc(), "in " + what + " of this node"));
+    return d;
+  }
+  return out;
+}
+
+// The single element of a value known at import time, as a bool.
+Result<bool> knownBool(const Ctx& c, const Val& v, const std::string& what) {
+  if (v.value->numElements() != 1)
+    return c.err(what + " must hold one element, not " + v.type().str());
+  return v.value->getF(0) != 0;
+}
+
+// `parts` (one type) stacked along a new `axis`.
+Result<Val> stack(Ctx& c, const std::vector<Val>& parts, int64_t axis) {
+  std::vector<Val> rows;
+  for (const Val& p : parts) {
+    Shape s = p.type().shape();
+    KILN_TRY(int64_t a, normAxis(c, axis, p.rank() + 1));
+    s.insert(s.begin() + a, Dim(1));
+    KILN_TRY(Val r, reshapeTo(c, p, s));
+    rows.push_back(r);
+  }
+  KILN_TRY(int64_t a, normAxis(c, axis, parts[0].rank() + 1));
+  if (rows.size() == 1) return rows[0];
+  Attrs at;
+  at.set("axis", a);
+  return c.op(OpKind::Concat, rows, std::move(at));
+}
+
+// What a scan output of zero iterations is: an empty tensor of the body output's declared
+// type with a dim of 0 at `axis` (the body never ran, so only the declaration says).
+Result<Val> emptyStack(Ctx& c, const pb::ValueInfoProto& vi, int64_t axis) {
+  const pb::TypeProto& t = vi.type();
+  std::optional<ElemType> elem;
+  if (t.has_tensor_type()) elem = elemTypeOf(t.tensor_type().elem_type());
+  std::vector<int64_t> shape;
+  bool known = elem && t.tensor_type().has_shape();
+  for (int i = 0; known && i < t.tensor_type().shape().dim_size(); ++i) {
+    const auto& d = t.tensor_type().shape().dim(i);
+    known = d.has_dim_value() && d.dim_value() >= 0;
+    if (known) shape.push_back(d.dim_value());
+  }
+  if (!known)
+    return c.err("the loop runs zero iterations and the body does not declare a static type for "
+                 "scan output '" +
+                 printable(vi.name()) + "', so its shape is unknown");
+  KILN_TRY(int64_t a, normAxis(c, axis, static_cast<int64_t>(shape.size()) + 1));
+  shape.insert(shape.begin() + a, 0);
+  return c.constant(HostTensor(*elem, shape));
+}
+
+Status ifOp(Ctx& c) {
+  KILN_TRY(Val cond, c.input(0));
+  KILN_TRY(const pb::GraphProto* thenG, graphAttr(c, "then_branch"));
+  KILN_TRY(const pb::GraphProto* elseG, graphAttr(c, "else_branch"));
+  for (const pb::GraphProto* g : {thenG, elseG})
+    if (static_cast<size_t>(g->output_size()) != c.numOutputs())
+      return c.err("a branch has " + std::to_string(g->output_size()) + " outputs; the node has " +
+                   std::to_string(c.numOutputs()));
+  if (!isBool(cond.elem())) return c.err("the condition must be bool, not " + cond.type().str());
+  if (cond.value) {
+    KILN_TRY(bool taken, knownBool(c, cond, "the condition"));
+    KILN_TRY(auto outs,
+             importSubgraph(c, taken ? *thenG : *elseG, {}, taken ? "then_branch" : "else_branch"));
+    for (size_t i = 0; i < outs.size(); ++i) c.setOutput(i, outs[i]);
+    return ok();
+  }
+  // A run-time condition: both branches run, and each output selects between them.
+  if (cond.type().numElements() != std::optional<int64_t>(1))
+    return c.err("the condition must hold one element, not " + cond.type().str());
+  KILN_TRY(auto thenOuts, importSubgraph(c, *thenG, {}, "then_branch"));
+  KILN_TRY(auto elseOuts, importSubgraph(c, *elseG, {}, "else_branch"));
+  KILN_TRY(Val scalarCond, reshapeTo(c, cond, Shape{}));
+  for (size_t i = 0; i < thenOuts.size(); ++i) {
+    if (thenOuts[i].type() != elseOuts[i].type())
+      return c.err("the condition depends on run-time data and output " + std::to_string(i) +
+                   " has type " + thenOuts[i].type().str() + " in then_branch but " +
+                   elseOuts[i].type().str() +
+                   " in else_branch; kiln selects between the branches only when their types "
+                   "agree (or needs the condition at compile time)");
+    KILN_TRY(Val out, c.op(OpKind::Select, {scalarCond, thenOuts[i], elseOuts[i]}));
+    c.setOutput(i, out);
+  }
+  return ok();
+}
+
+Val i64Scalar(Ctx& c, int64_t v) {
+  HostTensor t(ElemType::I64, {});
+  t.setI(0, v);
+  return c.constant(std::move(t));
+}
+
+Val boolScalar(Ctx& c, bool v) {
+  HostTensor t(ElemType::I1, {});
+  t.setI(0, v ? 1 : 0);
+  return c.constant(std::move(t));
+}
+
+Status loopOp(Ctx& c) {
+  KILN_TRY(const pb::GraphProto* body, graphAttr(c, "body"));
+  const int nodeInputs = c.node().input_size();
+  if (nodeInputs < 2) return c.err("Loop needs its inputs M and cond (either may be empty)");
+  const size_t n = static_cast<size_t>(nodeInputs - 2); // loop-carried values
+  if (static_cast<size_t>(body->input_size()) != n + 2)
+    return c.err("the body declares " + std::to_string(body->input_size()) +
+                 " inputs; a Loop with " + std::to_string(n) +
+                 " loop-carried values needs 2 more (the iteration number and the condition)");
+  if (static_cast<size_t>(body->output_size()) < n + 1)
+    return c.err("the body declares " + std::to_string(body->output_size()) +
+                 " outputs; it needs the condition and " + std::to_string(n) +
+                 " loop-carried values");
+  const size_t k = static_cast<size_t>(body->output_size()) - n - 1; // scan outputs
+  if (c.numOutputs() > n + k)
+    return c.err("the node has " + std::to_string(c.numOutputs()) + " outputs; the body gives " +
+                 std::to_string(n + k));
+
+  const std::string later = "; kiln unrolls loops at import (a loop on the host side of the "
+                            "schedule is future work)";
+  std::optional<int64_t> trip;
+  if (c.hasInput(0)) {
+    KILN_TRY(Val m, c.input(0));
+    if (!m.value)
+      return c.err("the trip count M (input '" + printable(c.node().input(0)) +
+                   "') depends on run-time data" + later);
+    if (m.value->numElements() != 1 || !isInteger(m.elem()))
+      return c.err("the trip count M must be one integer, not " + m.type().str());
+    trip = m.value->getI(0);
+  }
+  bool cond = true;
+  if (c.hasInput(1)) {
+    KILN_TRY(Val v, c.input(1));
+    if (!v.value)
+      return c.err("the initial condition (input '" + printable(c.node().input(1)) +
+                   "') depends on run-time data" + later);
+    KILN_TRY(cond, knownBool(c, v, "the condition"));
+  }
+  std::vector<Val> carried;
+  for (size_t i = 0; i < n; ++i) {
+    KILN_TRY(Val v, c.input(i + 2));
+    carried.push_back(v);
+  }
+  std::vector<std::vector<Val>> scans(k);
+  for (int64_t it = 0; cond && (!trip || it < *trip); ++it) {
+    if (it == kMaxIterations)
+      return c.err("the loop runs more than " + std::to_string(kMaxIterations) +
+                   " iterations, kiln's limit for unrolling at import");
+    std::vector<Val> in{i64Scalar(c, it), boolScalar(c, cond)};
+    in.insert(in.end(), carried.begin(), carried.end());
+    KILN_TRY(auto outs,
+             importSubgraph(c, *body, in, "the body in iteration " + std::to_string(it)));
+    if (!outs[0].value)
+      return c.err("the condition computed by the body (output '" +
+                   printable(body->output(0).name()) + "') depends on run-time data in iteration " +
+                   std::to_string(it) + later);
+    KILN_TRY(cond, knownBool(c, outs[0], "the body's condition"));
+    for (size_t i = 0; i < n; ++i) carried[i] = outs[1 + i];
+    for (size_t i = 0; i < k; ++i) scans[i].push_back(outs[1 + n + i]);
+  }
+  for (size_t i = 0; i < n; ++i) c.setOutput(i, carried[i]);
+  for (size_t i = 0; i < k && n + i < c.numOutputs(); ++i) {
+    if (scans[i].empty()) {
+      KILN_TRY(Val e, emptyStack(c, body->output(static_cast<int>(1 + n + i)), 0));
+      c.setOutput(n + i, e);
+      continue;
+    }
+    KILN_TRY(Val s, stack(c, scans[i], 0));
+    c.setOutput(n + i, s);
+  }
+  return ok();
+}
+
+struct ScanAxes {
+  std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
+};
+
+// Runs `body` over the scan inputs `xs` along their axes; returns the final states followed
+// by the scan outputs.
+Result<std::vector<Val>> unrollScan(Ctx& c, const pb::GraphProto& body, std::vector<Val> states,
+                                    const std::vector<Val>& xs, const ScanAxes& ax) {
+  const size_t n = states.size();
+  if (static_cast<size_t>(body.input_size()) != n + xs.size())
+    return c.err("the body declares " + std::to_string(body.input_size()) +
+                 " inputs; the node has " + std::to_string(n) + " states and " +
+                 std::to_string(xs.size()) + " scan inputs");
+  if (static_cast<size_t>(body.output_size()) < n)
+    return c.err("the body declares " + std::to_string(body.output_size()) +
+                 " outputs, fewer than the node's " + std::to_string(n) + " states");
+  const size_t k = static_cast<size_t>(body.output_size()) - n;
+  if (ax.inAxes.size() != xs.size() || ax.inDirs.size() != xs.size())
+    return c.err("scan_input_axes and scan_input_directions need one entry per scan input (" +
+                 std::to_string(xs.size()) + ")");
+  if (ax.outAxes.size() != k || ax.outDirs.size() != k)
+    return c.err("scan_output_axes and scan_output_directions need one entry per scan output (" +
+                 std::to_string(k) + ")");
+  if (xs.empty()) return c.err("a Scan needs at least one scan input");
+  std::optional<int64_t> len;
+  std::vector<int64_t> axes;
+  for (size_t j = 0; j < xs.size(); ++j) {
+    KILN_TRY(int64_t a, normAxis(c, ax.inAxes[j], xs[j].rank()));
+    const Dim& d = xs[j].type().dim(a);
+    if (!d.isStatic())
+      return c.err("scan input " + std::to_string(j) + " has a dynamic sequence length (" +
+                   xs[j].type().str() + "); kiln unrolls Scan at import and needs it static");
+    if (len && *len != d.value())
+      return c.err("the scan inputs have different sequence lengths (" + std::to_string(*len) +
+                   " and " + std::to_string(d.value()) + ")");
+    len = d.value();
+    axes.push_back(a);
+  }
+  if (*len > kMaxIterations)
+    return c.err("the sequence length " + std::to_string(*len) + " is more than " +
+                 std::to_string(kMaxIterations) + ", kiln's limit for unrolling at import");
+  std::vector<std::vector<Val>> scans(k);
+  for (int64_t t = 0; t < *len; ++t) {
+    std::vector<Val> in = states;
+    for (size_t j = 0; j < xs.size(); ++j) {
+      int64_t idx = ax.inDirs[j] ? *len - 1 - t : t;
+      KILN_TRY(Val x, sliceAxis(c, xs[j], axes[j], idx, idx + 1));
+      Shape s = x.type().shape();
+      s.erase(s.begin() + axes[j]);
+      KILN_TRY(x, reshapeTo(c, x, s));
+      in.push_back(x);
+    }
+    KILN_TRY(auto outs, importSubgraph(c, body, in, "the body in iteration " + std::to_string(t)));
+    for (size_t i = 0; i < n; ++i) states[i] = outs[i];
+    for (size_t i = 0; i < k; ++i) scans[i].push_back(outs[n + i]);
+  }
+  std::vector<Val> out = states;
+  for (size_t i = 0; i < k; ++i) {
+    if (scans[i].empty()) {
+      KILN_TRY(Val e, emptyStack(c, body.output(static_cast<int>(n + i)), ax.outAxes[i]));
+      out.push_back(e);
+      continue;
+    }
+    if (ax.outDirs[i]) std::reverse(scans[i].begin(), scans[i].end());
+    KILN_TRY(Val s, stack(c, scans[i], ax.outAxes[i]));
+    out.push_back(s);
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> directions(const Ctx& c, const std::string& name, size_t count) {
+  KILN_TRY(auto v, c.attrInts(name, std::vector<int64_t>(count, 0)));
+  for (int64_t d : v)
+    if (d != 0 && d != 1) return c.err(name + " must hold 0 (forward) or 1 (reverse) only");
+  return v;
+}
+
+Status scanOp(Ctx& c) {
+  KILN_TRY(const pb::GraphProto* body, graphAttr(c, "body"));
+  KILN_TRY(int64_t m, c.attrInt("num_scan_inputs", -1));
+  const bool batched = c.opset() < 9; // opset 8: sequence_lens, then batch-major inputs
+  const int first = batched ? 1 : 0;
+  const int total = c.node().input_size() - first;
+  if (m < 1 || m > total)
+    return c.err("num_scan_inputs must be between 1 and the number of inputs (" +
+                 std::to_string(total) + ")");
+  std::vector<Val> states, xs;
+  for (int i = 0; i < total; ++i) {
+    KILN_TRY(Val v, c.input(static_cast<size_t>(first + i)));
+    (i < total - m ? states : xs).push_back(v);
+  }
+  const size_t k = static_cast<size_t>(std::max(0, body->output_size() - (total - int(m))));
+  if (c.numOutputs() > states.size() + k)
+    return c.err("the node has " + std::to_string(c.numOutputs()) + " outputs; the body gives " +
+                 std::to_string(states.size() + k));
+  ScanAxes ax;
+  if (!batched) {
+    KILN_TRY(ax.inAxes, c.attrInts("scan_input_axes", std::vector<int64_t>(xs.size(), 0)));
+    KILN_TRY(ax.inDirs, directions(c, "scan_input_directions", xs.size()));
+    KILN_TRY(ax.outAxes, c.attrInts("scan_output_axes", std::vector<int64_t>(k, 0)));
+    KILN_TRY(ax.outDirs, directions(c, "scan_output_directions", k));
+    KILN_TRY(auto outs, unrollScan(c, *body, states, xs, ax));
+    for (size_t i = 0; i < outs.size(); ++i) c.setOutput(i, outs[i]);
+    return ok();
+  }
+  // Opset 8: every input has a leading batch dim, the sequence is axis 1, and the body runs
+  // per batch entry; the results are stacked back along the batch.
+  ax.inAxes.assign(xs.size(), 0);
+  KILN_TRY(ax.inDirs, directions(c, "directions", xs.size()));
+  ax.outAxes.assign(k, 0);
+  ax.outDirs.assign(k, 0);
+  std::vector<Val> all = states;
+  all.insert(all.end(), xs.begin(), xs.end());
+  const Dim& b0 = all[0].rank() > 0 ? all[0].type().dim(0) : Dim::unknown();
+  if (!b0.isStatic())
+    return c.err("opset 8 Scan needs a static batch dim 0, got " + all[0].type().str());
+  const int64_t batch = b0.value();
+  for (const Val& v : all)
+    if (v.rank() < 1 || v.type().dim(0) != b0)
+      return c.err("every input of opset 8 Scan needs batch dim " + std::to_string(batch) +
+                   ", got " + v.type().str());
+  if (c.hasInput(0)) {
+    KILN_TRY(Val lens, c.input(0));
+    bool full = lens.value.has_value();
+    for (int64_t i = 0; full && i < lens.value->numElements(); ++i)
+      full = xs[0].rank() > 1 && xs[0].type().dim(1).isStatic() &&
+             lens.value->getI(i) == xs[0].type().dim(1).value();
+    if (!full)
+      return c.err("sequence_lens shorter than the scan inputs are not supported (kiln unrolls "
+                   "Scan over the full static length)");
+  }
+  if (batch > kMaxIterations)
+    return c.err("the batch " + std::to_string(batch) + " is more than " +
+                 std::to_string(kMaxIterations) + ", kiln's limit for unrolling at import");
+  std::vector<std::vector<Val>> perBatch(states.size() + k);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Val> row;
+    for (const Val& v : all) {
+      KILN_TRY(Val x, sliceAxis(c, v, 0, b, b + 1));
+      Shape s = x.type().shape();
+      s.erase(s.begin());
+      KILN_TRY(x, reshapeTo(c, x, s));
+      row.push_back(x);
+    }
+    std::vector<Val> st(row.begin(), row.begin() + static_cast<long>(states.size()));
+    std::vector<Val> sx(row.begin() + static_cast<long>(states.size()), row.end());
+    KILN_TRY(auto outs, unrollScan(c, *body, st, sx, ax));
+    for (size_t i = 0; i < outs.size(); ++i) perBatch[i].push_back(outs[i]);
+  }
+  for (size_t i = 0; i < perBatch.size() && i < c.numOutputs(); ++i) {
+    if (perBatch[i].empty()) return c.err("opset 8 Scan with a batch of 0 is not supported");
+    KILN_TRY(Val s, stack(c, perBatch[i], 0));
+    c.setOutput(i, s);
+  }
+  return ok();
+}
+
+} // namespace
+
+void registerControl(Registry& r) {
+  r["If"] = {ifOp};
+  r["Loop"] = {loopOp};
+  r["Scan"] = {scanOp, 8};
+}
+
+} // namespace kiln::onnx
