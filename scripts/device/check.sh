@@ -4,7 +4,8 @@
 # driver, with the Khronos validation layer for the random programs and decoders), then
 # bench/run.py on each against PyTorch on the GPU and per-dispatch profiles on cuda[0].
 # Writes $OUT/summary.txt and $OUT/logs.tar.gz. PHASES picks: correct, bench-cuda, bench-vulkan,
-# profile (default all); LIMIT caps each correctness job (seconds). BASELINE=FILE (a stripped
+# profile, profile-vulkan (default all but profile-vulkan); LIMIT caps each correctness job
+# (seconds); BENCH_ARGS adds arguments to bench/run.py (e.g. --only=decoder). BASELINE=FILE (a stripped
 # kiln of an earlier commit, xz-compressed, run with the same packed libraries) adds the
 # decoder rows of bench/run.py on cuda[0] with that kiln: a before/after on the same card.
 set -u
@@ -13,7 +14,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; rm -f $S
 L=/tmp/klogs; rm -rf $L; mkdir -p $L
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $S; }
 CUDA=${CUDA:-cuda[0]}; VK=${VK:-vulkan[0]}; LIMIT=${LIMIT:-150}; PY=${PY:-python3}
-PHASES=${PHASES:-correct bench-cuda bench-vulkan profile}
+PHASES=${PHASES:-correct bench-cuda bench-vulkan profile}; BENCH_ARGS=${BENCH_ARGS:-}
 K=/tmp/k
 if [ ! -x $K/bin/kiln ]; then
   mkdir -p $K && tar xJf .gpu/pack.tar.xz -C $K
@@ -53,7 +54,7 @@ if has correct; then
   grep -h "^seed \|^REGRESSION\|^FAIL" $L/*.log | grep -v castlike | cut -c1-300 | head -60 >> $S
 fi
 bench() { timeout -s KILL 150 env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$1 --reference=cuda --kiln $W/kiln \
-  --repetitions=5 --warmup=1 --timeout=40 --keep=/tmp/bk > $L/bench-$2.log 2>&1; echo "rc=$?" >> $L/bench-$2.log
+  --repetitions=5 --warmup=1 --timeout=40 --keep=/tmp/bk $BENCH_ARGS > $L/bench-$2.log 2>&1; echo "rc=$?" >> $L/bench-$2.log
   log "bench on $1 done"; grep -v "^$" $L/bench-$2.log >> $S; }
 has bench-cuda && bench $CUDA cuda
 if [ -n "${BASELINE:-}" ] && [ -f "$BASELINE" ]; then
@@ -64,16 +65,21 @@ if [ -n "${BASELINE:-}" ] && [ -f "$BASELINE" ]; then
   log "baseline decoder bench on $CUDA done ($BASELINE)"; grep -v "^$" $L/bench-baseline.log >> $S
 fi
 has bench-vulkan && bench $VK vulkan
-if has profile && [ -d /tmp/bk ]; then
-  B=/tmp/bk
-  prof() { echo "### $1" >> $L/profiles.log; shift
-    timeout -s KILL 30 $W/kiln bench "$@" --device=$CUDA --repetitions=5 --warmup=1 --profile >> $L/profiles.log 2>&1; }
+profiles() { # $1: the device
+  local dev=$1 B=/tmp/bk
+  prof() { echo "### $1 on $dev" >> $L/profiles.log; shift
+    timeout -s KILL 30 $W/kiln bench "$@" --device=$dev --repetitions=5 --warmup=1 --profile >> $L/profiles.log 2>&1; }
   g=$(grep -l "tensor<4096x4096xf32>" $B/gemm*/gemm.kir | head -1); [ -n "$g" ] && prof "gemm f32 4096" $g --input=@$(dirname $g)/a.npy
   e=$(grep -l " exp " $B/elementwise*/elementwise.kir | head -1); [ -n "$e" ] && prof "exp" $e --input=@$(dirname $e)/x.npy
   [ -f $B/decoder1.kir ] && prof "decoder prefill 2048" $B/decoder1.kir --input=@$B/dec1_x.npy --input=@$B/dec1_cos.npy --input=@$B/dec1_sin.npy
   [ -f $B/decoder3.kir ] && prof "decoder decode, context 2048" $B/decoder3.kir --input=@$B/dec3_x.npy --input=@$B/dec3_cos.npy \
     --input=@$B/dec3_sin.npy --input=@$B/dec3_past_k.npy --input=@$B/dec3_past_v.npy
-  log "profiles done"; cat $L/profiles.log >> $S
+}
+if [ -d /tmp/bk ]; then
+  rm -f $L/profiles.log
+  has profile && profiles $CUDA
+  has profile-vulkan && profiles $VK
+  [ -f $L/profiles.log ] && { log "profiles done"; cat $L/profiles.log >> $S; }
 fi
 tar czf $OUT/logs.tar.gz -C $L .
 log end

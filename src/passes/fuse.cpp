@@ -25,7 +25,7 @@
 //   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
 //                              it when that dispatch's outputs have the anchor's shape (the
 //                              elementwise chain becomes the anchor's epilogue)
-// and two restrictions. FusionRules::transcendentalIntoContraction (off on CPU targets): a
+// and two restrictions. FusionRules::transcendentalIntoContraction (off on every target): a
 // transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
 // FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's

@@ -46,7 +46,6 @@ const std::vector<TargetDesc>& table() {
       c.l1Bytes = 32 * 1024;
       c.l2Bytes = bits >= 512 ? 2 * 1024 * 1024 : 1024 * 1024;
       c.wideAccumulation = false;
-      c.fusion.transcendentalIntoContraction = false;
       c.fusion.epilogueOverConsumer = true;
       return c;
     };

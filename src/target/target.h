@@ -25,9 +25,11 @@ struct FusionRules {
   bool elementwiseIntoProducer = true; // epilogues join the anchor that feeds them
   bool viewsIntoLoads = true;          // slice/transpose/broadcast/reshape/gather fold into loads
   // Transcendental ops (exp, silu, tanh, ...) join a contraction's operands, where they are
-  // recomputed for every tile that loads the operand. Off on CPUs, where a matmul loads each
-  // A element once per NR columns: there such a chain is computed once, in its own dispatch.
-  bool transcendentalIntoContraction = true;
+  // recomputed for every tile that loads the operand. Off on every target today: a cpu
+  // matmul loads each A element once per NR columns, a gpu matmul once per workgroup column
+  // (a decode step's down projection, M = 1: 64 workgroups x 32 columns recomputed its A's
+  // silu 2,048 times per element); such a chain is computed once, in its own dispatch.
+  bool transcendentalIntoContraction = false;
   // An elementwise op that can be a matmul's epilogue (it reads the matmul's result, directly
   // or through such ops, over the same shape) stays with the matmul instead of joining a
   // consumer dispatch anchored by an op that only moves or windows data (pad, concat, pool),
