@@ -368,6 +368,41 @@ Result<Value*> KernelBuilder::pad(const Op& op, const std::vector<Value*>& ix) {
   return mk(*body_, OpKind::SSelect, {inside, v, scst(e, op.attrs().getFloat("value", 0))},
             Type::scalar(e));
 }
+// A reshape keeps the indices of the dims its input and result share at the front and at the
+// back, and linearizes only the ones between (im2col's 1xCx1xP view of a 1xCxOHxOW slice: two
+// index ops, not eight). A dim of size 1 takes index 0.
+Result<Value*> KernelBuilder::reshape(const Shape& out, const Value* x,
+                                      const std::vector<Value*>& ix) {
+  const Shape& in = x->type().shape();
+  size_t pre = 0, post = 0;
+  while (pre < out.size() && pre < in.size() && out[pre] == in[pre]) ++pre;
+  while (post + pre < out.size() && post + pre < in.size() &&
+         out[out.size() - 1 - post] == in[in.size() - 1 - post])
+    ++post;
+  auto one = [](const Dim& d) { return d.isStatic() && d.value() == 1; };
+  Value* e = cst(0);
+  for (size_t i = pre; i + post < out.size(); ++i)
+    if (!one(out[i]))
+      e = e == cst(0) ? ix[i] : idx(OpKind::IAdd, idx(OpKind::IMul, e, dim(out[i])), ix[i]);
+  std::vector<Value*> xi(ix.begin(), ix.begin() + static_cast<long>(pre));
+  std::vector<Value*> mid;
+  size_t outermost = pre; // the first dim not of size 1 takes what is left, unreduced
+  while (outermost + post < in.size() && one(in[outermost])) ++outermost;
+  for (size_t i = in.size() - post; i-- > pre;) {
+    if (one(in[i])) {
+      mid.push_back(cst(0));
+    } else if (i == outermost) {
+      mid.push_back(e);
+    } else {
+      mid.push_back(idx(OpKind::IMod, e, dim(in[i])));
+      e = idx(OpKind::IFloorDiv, e, dim(in[i]));
+    }
+  }
+  xi.insert(xi.end(), mid.rbegin(), mid.rend());
+  xi.insert(xi.end(), ix.end() - static_cast<long>(post), ix.end());
+  return emitAt(x, xi);
+}
+
 Result<Value*> KernelBuilder::emitAt(const Value* v, const std::vector<Value*>& ix) {
   auto sub = subst_.find(v);
   if (sub != subst_.end()) return sub->second;
@@ -386,8 +421,7 @@ Result<Value*> KernelBuilder::emitAt(const Value* v, const std::vector<Value*>& 
   const Value* x = op.numOperands() ? op.operand(0) : nullptr;
   switch (op.kind()) {
   case OpKind::Broadcast: return emitAt(x, bcast(ix, x->type().shape()));
-  case OpKind::Reshape:
-    return emitAt(x, delinearize(linearize(ix, v->type().shape()), x->type().shape()));
+  case OpKind::Reshape: return reshape(v->type().shape(), x, ix);
   case OpKind::Transpose: {
     std::vector<int64_t> perm = op.attrs().getInts("perm");
     std::vector<Value*> xi(ix.size());

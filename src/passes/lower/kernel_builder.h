@@ -162,6 +162,7 @@ private:
   Result<Value*> window(const Op& op, const std::vector<Value*>& ix);
   Result<Value*> matmulNaive(const Op& op, const std::vector<Value*>& ix);
   Result<Value*> concat(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> reshape(const Shape& out, const Value* x, const std::vector<Value*>& ix);
   Result<Value*> pad(const Op& op, const std::vector<Value*>& ix);
 
   const Func& src_;
