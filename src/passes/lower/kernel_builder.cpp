@@ -309,30 +309,109 @@ Result<Value*> KernelBuilder::matmulNaive(const Op& op, const std::vector<Value*
   return castTo(accLoad(acc), op.result(0)->type().elem());
 }
 
-// Each operand's value read under "index in its range" (masked), then selected.
+// Where each operand of `op` starts along `axis`, and its end: operands + 1 prologue values.
+std::vector<Value*> KernelBuilder::concatOffsets(const Op& op, size_t axis) {
+  std::vector<Value*> off{cst(0)};
+  int64_t known = 0; // the offset while every dim before it is static
+  for (const Value* x : op.operands()) {
+    const Dim& d = x->type().dim(static_cast<int64_t>(axis));
+    if (known >= 0 && d.isStatic()) {
+      known += d.value();
+      off.push_back(cst(known));
+    } else {
+      known = -1;
+      off.push_back(idx(OpKind::IAdd, off.back(), dim(d), pro_.get()));
+    }
+  }
+  return off;
+}
+
+// The operand that holds index ix[axis] read there, when the copy of the column loop being
+// emitted picked one (versionByConcat); else each operand's value read under "index in its
+// range" (masked), then selected.
 Result<Value*> KernelBuilder::concat(const Op& op, const std::vector<Value*>& ix) {
   int64_t r = op.result(0)->type().rank();
   int64_t axis = op.attrs().getInt("axis");
   auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
   ElemType e = op.result(0)->type().elem();
-  Value* outer = mask_;
-  Value* offset = cst(0);
-  std::vector<std::pair<Value*, Value*>> parts; // (in range, value)
-  for (const Value* x : op.operands()) {
-    Value* end = idx(OpKind::IAdd, offset, dim(x->type().dim(static_cast<int64_t>(a))));
-    Value* in = andMask(cmp("ge", ix[a], offset), cmp("lt", ix[a], end));
+  std::vector<Value*> off = concatOffsets(op, a);
+  auto at = [&](size_t k) {
     std::vector<Value*> xi = ix;
-    xi[a] = idx(OpKind::ISub, ix[a], offset);
+    if (off[k] != cst(0)) xi[a] = idx(OpKind::ISub, ix[a], off[k]);
+    return xi;
+  };
+  auto pick = picked_.find(&op);
+  if (pick != picked_.end() && pick->second.at == ix[a])
+    return emitAt(op.operand(pick->second.operand), at(pick->second.operand));
+  // Code hoisted before the column loop (uniform_) is not in the copies.
+  if (versioning_ && !splitConcat_ && pick == picked_.end() && rowInvariant({ix[a]}) && !uniform_ &&
+      copies_ * static_cast<int64_t>(op.numOperands()) <= kMaxColumnCopies) {
+    splitConcat_ = &op;
+    splitAt_ = ix[a];
+  }
+  Value* outer = mask_;
+  std::vector<std::pair<Value*, Value*>> parts; // (in range, value)
+  for (size_t k = 0; k < op.numOperands(); ++k) {
+    Value* in = andMask(cmp("ge", ix[a], off[k]), cmp("lt", ix[a], off[k + 1]));
     mask_ = andMask(outer, in);
-    KILN_TRY(Value * v, emitAt(x, xi));
+    KILN_TRY(Value * v, emitAt(op.operand(k), at(k)));
     parts.emplace_back(in, v);
-    offset = end;
   }
   mask_ = outer;
   Value* res = parts.back().second;
   for (size_t k = parts.size() - 1; k-- > 0;)
     res = mk(*body_, OpKind::SSelect, {parts[k].first, parts[k].second, res}, Type::scalar(e));
   return res;
+}
+
+Status KernelBuilder::versionByConcat(const std::function<Result<Op*>()>& loop) {
+  bool was = versioning_;
+  versioning_ = true;
+  splitConcat_ = nullptr;
+  Result<Op*> l = loop();
+  versioning_ = was;
+  if (!l.ok()) return l.takeDiags();
+  const Op* cat = splitConcat_;
+  Value* at = splitAt_;
+  splitConcat_ = nullptr;
+  if (!cat) return ok();
+  k_->erase(*l);
+  int64_t r = cat->result(0)->type().rank();
+  int64_t axis = cat->attrs().getInt("axis");
+  std::vector<Value*> off = concatOffsets(*cat, static_cast<size_t>(axis < 0 ? axis + r : axis));
+  auto n = static_cast<int64_t>(cat->numOperands());
+  copies_ *= n;
+  Status s = pickTree(*cat, at, off, 0, cat->numOperands(), loop);
+  copies_ /= n;
+  return s;
+}
+
+// The copies of the column loop for operands [lo, hi) of `cat`: `if at < start of the middle
+// one` splits the range in two.
+Status KernelBuilder::pickTree(const Op& cat, Value* at, const std::vector<Value*>& offsets,
+                               size_t lo, size_t hi, const std::function<Result<Op*>()>& loop) {
+  if (hi - lo == 1) {
+    picked_[&cat] = {at, lo};
+    // Code hoisted inside this copy does not dominate the others.
+    auto memo = hoistMemo_;
+    Status s = versionByConcat(loop);
+    hoistMemo_ = std::move(memo);
+    picked_.erase(&cat);
+    return s;
+  }
+  size_t mid = (lo + hi) / 2;
+  Op* branch = body_->createUnchecked(OpKind::If, {cmp("lt", at, offsets[mid])}, {}, {});
+  Block* block = body_->insertionBlock();
+  Op* before = body_->insertionPoint();
+  const std::pair<size_t, size_t> halves[2] = {{lo, mid}, {mid, hi}};
+  for (const auto& [from, to] : halves) {
+    body_->setInsertionBlock(branch->addRegion());
+    KILN_CHECK(pickTree(cat, at, offsets, from, to, loop));
+    body_->createUnchecked(OpKind::Yield, {}, {}, {});
+  }
+  body_->setInsertionBlock(block);
+  body_->setInsertionPoint(before);
+  return ok();
 }
 
 Result<Value*> KernelBuilder::pad(const Op& op, const std::vector<Value*>& ix) {
@@ -368,6 +447,41 @@ Result<Value*> KernelBuilder::pad(const Op& op, const std::vector<Value*>& ix) {
   return mk(*body_, OpKind::SSelect, {inside, v, scst(e, op.attrs().getFloat("value", 0))},
             Type::scalar(e));
 }
+// A reshape keeps the indices of the dims its input and result share at the front and at the
+// back, and linearizes only the ones between (im2col's 1xCx1xP view of a 1xCxOHxOW slice: two
+// index ops, not eight). A dim of size 1 takes index 0.
+Result<Value*> KernelBuilder::reshape(const Shape& out, const Value* x,
+                                      const std::vector<Value*>& ix) {
+  const Shape& in = x->type().shape();
+  size_t pre = 0, post = 0;
+  while (pre < out.size() && pre < in.size() && out[pre] == in[pre]) ++pre;
+  while (post + pre < out.size() && post + pre < in.size() &&
+         out[out.size() - 1 - post] == in[in.size() - 1 - post])
+    ++post;
+  auto one = [](const Dim& d) { return d.isStatic() && d.value() == 1; };
+  Value* e = cst(0);
+  for (size_t i = pre; i + post < out.size(); ++i)
+    if (!one(out[i]))
+      e = e == cst(0) ? ix[i] : idx(OpKind::IAdd, idx(OpKind::IMul, e, dim(out[i])), ix[i]);
+  std::vector<Value*> xi(ix.begin(), ix.begin() + static_cast<long>(pre));
+  std::vector<Value*> mid;
+  size_t outermost = pre; // the first dim not of size 1 takes what is left, unreduced
+  while (outermost + post < in.size() && one(in[outermost])) ++outermost;
+  for (size_t i = in.size() - post; i-- > pre;) {
+    if (one(in[i])) {
+      mid.push_back(cst(0));
+    } else if (i == outermost) {
+      mid.push_back(e);
+    } else {
+      mid.push_back(idx(OpKind::IMod, e, dim(in[i])));
+      e = idx(OpKind::IFloorDiv, e, dim(in[i]));
+    }
+  }
+  xi.insert(xi.end(), mid.rbegin(), mid.rend());
+  xi.insert(xi.end(), ix.end() - static_cast<long>(post), ix.end());
+  return emitAt(x, xi);
+}
+
 Result<Value*> KernelBuilder::emitAt(const Value* v, const std::vector<Value*>& ix) {
   auto sub = subst_.find(v);
   if (sub != subst_.end()) return sub->second;
@@ -386,8 +500,7 @@ Result<Value*> KernelBuilder::emitAt(const Value* v, const std::vector<Value*>& 
   const Value* x = op.numOperands() ? op.operand(0) : nullptr;
   switch (op.kind()) {
   case OpKind::Broadcast: return emitAt(x, bcast(ix, x->type().shape()));
-  case OpKind::Reshape:
-    return emitAt(x, delinearize(linearize(ix, v->type().shape()), x->type().shape()));
+  case OpKind::Reshape: return reshape(v->type().shape(), x, ix);
   case OpKind::Transpose: {
     std::vector<int64_t> perm = op.attrs().getInts("perm");
     std::vector<Value*> xi(ix.size());

@@ -142,6 +142,14 @@ public:
   // A row reduction's value: by the row reducer where the code is hoisted before the column
   // loop (every thread of the workgroup runs it), else one thread's loop.
   Result<Value*> reduceRow(const RowReduction& r);
+  // cpu rows: runs `loop`, which emits the column loop at the insertion point and returns its
+  // `for`, once per operand of each concat whose index along its axis is the same for every
+  // column (a row index): an `if` tree on that index (before the loop, log2(operands) deep)
+  // picks the copy in which the concat is its one operand, so that an element costs that
+  // operand's load instead of a masked load of every operand and a select chain (im2col's
+  // patches: KH*KW operands). A first run finds such a concat and is erased. At most
+  // kMaxColumnCopies copies; past that, a concat keeps the select chain.
+  Status versionByConcat(const std::function<Result<Op*>()>& loop);
 
 private:
   // A loop opened by beginFor: where ops went before it.
@@ -162,6 +170,10 @@ private:
   Result<Value*> window(const Op& op, const std::vector<Value*>& ix);
   Result<Value*> matmulNaive(const Op& op, const std::vector<Value*>& ix);
   Result<Value*> concat(const Op& op, const std::vector<Value*>& ix);
+  Result<Value*> reshape(const Shape& out, const Value* x, const std::vector<Value*>& ix);
+  std::vector<Value*> concatOffsets(const Op& op, size_t axis);
+  Status pickTree(const Op& cat, Value* at, const std::vector<Value*>& offsets, size_t lo,
+                  size_t hi, const std::function<Result<Op*>()>& loop);
   Result<Value*> pad(const Op& op, const std::vector<Value*>& ix);
 
   const Func& src_;
@@ -187,6 +199,19 @@ private:
   // threads of the workgroup run together.
   RowReducer rowReducer_;
   bool uniform_ = false;
+  // cpu rows, versionByConcat: the concats taken as one operand (when indexed along their axis
+  // by `at`) in the copy of the column loop being emitted; the first concat found that could
+  // be (while `versioning_`); the copies the enclosing `if` trees make.
+  struct ConcatPick {
+    Value* at;
+    size_t operand;
+  };
+  std::map<const Op*, ConcatPick> picked_;
+  const Op* splitConcat_ = nullptr;
+  Value* splitAt_ = nullptr;
+  bool versioning_ = false;
+  int64_t copies_ = 1;
+  static constexpr int64_t kMaxColumnCopies = 1024;
 };
 
 } // namespace kiln

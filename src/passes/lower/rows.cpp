@@ -7,7 +7,9 @@
 // Plan:     RowsPlan{rows, cols}: tile [rows, cols], workgroup [1, 1, 1]; the search space
 //           is one plan of about 4096 elements of work (whole rows when the kernel reduces).
 // Emits:    workgroup (x, y) takes columns [x*C, min(x*C + C, L)) of rows
-//           [y*R, min(y*R + R, rows)).
+//           [y*R, min(y*R + R, rows)); a concat along an outer dim (im2col's patches) picks
+//           its operand once per row, by an `if` around copies of the column loop
+//           (KernelBuilder::versionByConcat).
 //
 //   %0 = softmax %x {axis = -1}        =>   for row in [y*R, ..): max, sum (once per row)
 //     : tensor<64x128xf32>                    for col in [x*C, ..): exp(x - max) / sum; store
@@ -62,12 +64,18 @@ Status emitStrategy(KernelBuilder& b, const RowsPlan& p) {
   Value* row = b.beginFor(r0, rEnd, b.cst(1));
   std::vector<Value*> ix = outer.empty() ? std::vector<Value*>{} : b.delinearize(row, outer);
   for (Value* v : ix) b.markInvariant(v);
-  Value* c = b.beginFor(c0, cEnd, b.cst(1));
-  b.setColumnLoop(c->blockArgOf()->parentOp());
-  if (!s.empty()) ix.push_back(c);
-  KILN_CHECK(b.storeOutputs(ix));
-  b.endFor();
-  b.setColumnLoop(nullptr);
+  KILN_CHECK(b.versionByConcat([&]() -> Result<Op*> {
+    Value* c = b.beginFor(c0, cEnd, b.cst(1));
+    Op* loop = c->blockArgOf()->parentOp();
+    b.setColumnLoop(loop);
+    std::vector<Value*> at = ix;
+    if (!s.empty()) at.push_back(c);
+    Status st = b.storeOutputs(at);
+    b.endFor();
+    b.setColumnLoop(nullptr);
+    if (!st.ok()) return st.takeDiags();
+    return loop;
+  }));
   b.endFor();
   return ok();
 }
