@@ -158,7 +158,8 @@ TEST_CASE("split-key attention: the footprint function refuses partials that do 
   // A decode step (one query row) with 1024-wide value rows: each subgroup's partial row
   // takes 4 KiB of shared memory. vulkan:generic (16 KiB, 128 threads, subgroups of 32)
   // cannot hold 4 subgroups' rows, so tile takes 2; cuda:sm_90 takes 8.
-  const char* text = R"(func @main(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x1024xf32>) -> (tensor<1x8x1x1024xf32>) {
+  const char* text =
+      R"(func @main(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x1024xf32>) -> (tensor<1x8x1x1024xf32>) {
   %0 = attention %q, %k, %v {causal = 1, scale = 0.125} : tensor<1x8x1x1024xf32>
   return %0
 }
