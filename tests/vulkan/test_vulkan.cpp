@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "ir/text/parser.h"
 #include "runtime/drivers.h"
@@ -315,6 +316,16 @@ TEST_CASE("vulkan: staging buffers and descriptor pools (no host mapping, no pus
   CHECK(w[0] == 5);
   CHECK(w[1] == 6);
   CHECK_FALSE((*buf)->write(12, v, 8).ok());
+  // The device's staging buffer grows for a 3 MiB transfer and serves the small ones after it.
+  std::vector<float> big(3 << 18), back(big.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+  auto large = dev->allocate(big.size() * sizeof(float));
+  REQUIRE(large.ok());
+  REQUIRE((*large)->write(0, big.data(), big.size() * sizeof(float)).ok());
+  REQUIRE((*large)->read(0, back.data(), back.size() * sizeof(float)).ok());
+  CHECK(back == big);
+  REQUIRE((*buf)->read(4, w, 8).ok());
+  CHECK(w[1] == 6);
 }
 
 TEST_CASE("vulkan: loading refuses kernels beyond the device's limits, naming them") {

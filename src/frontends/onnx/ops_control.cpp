@@ -22,7 +22,7 @@ namespace {
 
 constexpr int64_t kMaxIterations = 4096;
 constexpr int64_t kMaxSubgraphNodes = int64_t{1} << 18;
-constexpr int64_t kMaxSubgraphWeightBytes = int64_t{256} << 20;
+constexpr int64_t kMaxSubgraphWeightBytes = int64_t{16} << 20;
 
 Result<const pb::GraphProto*> graphAttr(const Ctx& c, const std::string& name) {
   const pb::AttributeProto* a = c.attr(name);

@@ -8,7 +8,9 @@
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
 //           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
 //           a block reads stay in L1 across its rows; fewer when there are fewer queries);
-//           gpu: 64 threads, one row each.
+//           gpu: 64 threads, one row each; with at most 4 query rows on a gpu with
+//           subgroups, AttentionPlan{1, threads, subgroup}: the split-key kernel of
+//           attention_split.cpp (one workgroup per row, its keys over the subgroups).
 // Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
 //           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s),
 //           l = l*e^(m-m') + e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then

@@ -1,5 +1,6 @@
 // VulkanDevice: the logical device (one compute queue and the features kernels may declare),
 // buffers and their memory, timeline semaphores. Submissions are in submit.cpp.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -104,19 +105,26 @@ Status VulkanDevice::init() {
     pushDescriptor_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
         vk.vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
 
-  // Device-local memory, mapped when it is also host-visible and coherent; staging memory
-  // is host-visible and coherent.
+  // Device-local memory, mapped when it is also host-visible, coherent and cached (one
+  // memory, as on lavapipe); staging memory is host-visible and coherent, cached if any is.
+  // A discrete GPU's device-local host-visible memory (NVIDIA's BAR heap, 0x7 on an H100) is
+  // uncached for the CPU: reading a prefill's 16 MB result from it took most of a 500 ms
+  // call. There, buffers live in device-local memory and host reads and writes go through
+  // the staging buffer.
   const VkPhysicalDeviceMemoryProperties& mem = props_.memory;
   constexpr VkMemoryPropertyFlags kHost =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  int64_t local = -1, mapped = -1, staging = -1;
+  constexpr VkMemoryPropertyFlags kCached = kHost | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  int64_t local = -1, mapped = -1, staging = -1, cached = -1;
   for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
     VkMemoryPropertyFlags fl = mem.memoryTypes[t].propertyFlags;
     bool isLocal = fl & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     if (isLocal && local < 0) local = t;
-    if (isLocal && (fl & kHost) == kHost && mapped < 0) mapped = t;
+    if (isLocal && (fl & kCached) == kCached && mapped < 0) mapped = t;
     if ((fl & kHost) == kHost && staging < 0) staging = t;
+    if ((fl & kCached) == kCached && cached < 0) cached = t;
   }
+  if (cached >= 0) staging = cached;
   if (local < 0) local = staging;
   if (local < 0 || staging < 0)
     return error(loc(), name + " offers no usable memory type (device-local and host-visible)");
@@ -153,9 +161,30 @@ VulkanDevice::~VulkanDevice() {
     }
     inFlight_.clear();
   }
+  freeStaging();
   if (queueTimeline_) vk.vkDestroySemaphore(device_, queueTimeline_, nullptr);
   if (commandPool_) vk.vkDestroyCommandPool(device_, commandPool_, nullptr);
   vk.vkDestroyDevice(device_, nullptr);
+}
+
+void VulkanDevice::freeStaging() {
+  if (staging_.buffer) api().vkDestroyBuffer(device_, staging_.buffer, nullptr);
+  if (staging_.memory) api().vkFreeMemory(device_, staging_.memory, nullptr);
+  staging_ = {};
+}
+
+Result<VulkanDevice::StagingBuffer*> VulkanDevice::stagingBuffer(
+    uint64_t bytes, std::unique_lock<std::mutex>& lock) {
+  lock = std::unique_lock<std::mutex>(stagingMu_);
+  if (staging_.bytes >= bytes) return &staging_;
+  freeStaging();
+  // Doubling, from 1 MiB, so that a run of growing transfers allocates a few times.
+  uint64_t want = std::max<uint64_t>({bytes, uint64_t(1) << 20, 2 * staging_.bytes});
+  want = std::min(want, std::max(bytes, kKeptStagingBytes));
+  uint8_t* ptr = nullptr;
+  KILN_TRY(auto raw, createRaw(want, stagingType_, &ptr));
+  staging_ = {raw.first, raw.second, ptr, want};
+  return &staging_;
 }
 
 Diag VulkanDevice::vkError(const std::string& what, VkResult r) const {
@@ -324,10 +353,19 @@ Status VulkanBuffer::write(uint64_t offset, const void* src, uint64_t bytes) {
     std::memcpy(mapped_ + offset, src, bytes);
     return ok();
   }
+  VkBuffer dst = buffer_;
+  if (bytes <= VulkanDevice::kKeptStagingBytes) {
+    std::unique_lock<std::mutex> lock;
+    KILN_TRY(VulkanDevice::StagingBuffer * st, device_->stagingBuffer(bytes, lock));
+    std::memcpy(st->ptr, src, bytes);
+    return device_->runNow([&](VkCommandBuffer cb) {
+      VkBufferCopy region{0, offset, bytes};
+      device_->api().vkCmdCopyBuffer(cb, st->buffer, dst, 1, &region);
+    });
+  }
   uint8_t* staged = nullptr;
   KILN_TRY(auto raw, device_->createRaw(bytes, device_->stagingType(), &staged));
   std::memcpy(staged, src, bytes);
-  VkBuffer dst = buffer_;
   Status s = device_->runNow([&](VkCommandBuffer cb) {
     VkBufferCopy region{0, offset, bytes};
     device_->api().vkCmdCopyBuffer(cb, raw.first, dst, 1, &region);
@@ -346,9 +384,19 @@ Status VulkanBuffer::read(uint64_t offset, void* dst, uint64_t bytes) const {
     std::memcpy(dst, mapped_ + offset, bytes);
     return ok();
   }
+  VkBuffer src = buffer_;
+  if (bytes <= VulkanDevice::kKeptStagingBytes) {
+    std::unique_lock<std::mutex> lock;
+    KILN_TRY(VulkanDevice::StagingBuffer * st, device_->stagingBuffer(bytes, lock));
+    KILN_CHECK(device_->runNow([&](VkCommandBuffer cb) {
+      VkBufferCopy region{offset, 0, bytes};
+      device_->api().vkCmdCopyBuffer(cb, src, st->buffer, 1, &region);
+    }));
+    std::memcpy(dst, st->ptr, bytes);
+    return ok();
+  }
   uint8_t* staged = nullptr;
   KILN_TRY(auto raw, device_->createRaw(bytes, device_->stagingType(), &staged));
-  VkBuffer src = buffer_;
   Status s = device_->runNow([&](VkCommandBuffer cb) {
     VkBufferCopy region{offset, 0, bytes};
     device_->api().vkCmdCopyBuffer(cb, src, raw.first, 1, &region);

@@ -310,6 +310,17 @@ public:
   uint32_t stagingType() const { return stagingType_; }
   Result<std::pair<VkBuffer, VkDeviceMemory>> createRaw(uint64_t bytes, uint32_t type,
                                                         uint8_t** mapped);
+  // The device's reusable staging buffer (host-visible, mapped), grown to at least `bytes`
+  // (at most kKeptStagingBytes: larger transfers allocate their own); `lock` holds it while
+  // the caller copies through it.
+  struct StagingBuffer {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    uint8_t* ptr = nullptr;
+    uint64_t bytes = 0;
+  };
+  static constexpr uint64_t kKeptStagingBytes = uint64_t(64) << 20;
+  Result<StagingBuffer*> stagingBuffer(uint64_t bytes, std::unique_lock<std::mutex>& lock);
 
 private:
   VulkanDevice(std::shared_ptr<Instance> instance, int64_t ordinal, VkPhysicalDevice pd);
@@ -350,6 +361,9 @@ private:
   uint32_t memoryType_ = 0;
   bool hostVisible_ = false;
   uint32_t stagingType_ = 0;
+  std::mutex stagingMu_;
+  StagingBuffer staging_;
+  void freeStaging();
   DispatchProfiler* profiler_ = nullptr;
   PFN_vkCmdPushDescriptorSetKHR pushDescriptor_ = nullptr;
 
