@@ -96,7 +96,8 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
              "1], got tile " +
              listStr(tile) + " and workgroup " + listStr(wg);
     if (tile.size() == 2 && tile[1] < 1)
-      return "an attention kernel's tile [1, subgroup] needs a subgroup of at least 1 thread, got " +
+      return "an attention kernel's tile [1, subgroup] needs a subgroup of at least 1 thread, "
+             "got " +
              listStr(tile);
     p = AttentionPlan{tile[0], wg[0], tile.size() == 2 ? tile[1] : 0};
   } else if (s.strategy == Strategy::Pointwise && tile.size() == 2) {

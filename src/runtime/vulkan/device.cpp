@@ -173,8 +173,8 @@ void VulkanDevice::freeStaging() {
   staging_ = {};
 }
 
-Result<VulkanDevice::StagingBuffer*> VulkanDevice::stagingBuffer(
-    uint64_t bytes, std::unique_lock<std::mutex>& lock) {
+Result<VulkanDevice::StagingBuffer*>
+VulkanDevice::stagingBuffer(uint64_t bytes, std::unique_lock<std::mutex>& lock) {
   lock = std::unique_lock<std::mutex>(stagingMu_);
   if (staging_.bytes >= bytes) return &staging_;
   freeStaging();
