@@ -177,10 +177,10 @@ Result<VulkanDevice::StagingBuffer*>
 VulkanDevice::stagingBuffer(uint64_t bytes, std::unique_lock<std::mutex>& lock) {
   lock = std::unique_lock<std::mutex>(stagingMu_);
   if (staging_.bytes >= bytes) return &staging_;
-  freeStaging();
   // Doubling, from 1 MiB, so that a run of growing transfers allocates a few times.
   uint64_t want = std::max<uint64_t>({bytes, uint64_t(1) << 20, 2 * staging_.bytes});
   want = std::min(want, std::max(bytes, kKeptStagingBytes));
+  freeStaging();
   uint8_t* ptr = nullptr;
   KILN_TRY(auto raw, createRaw(want, stagingType_, &ptr));
   staging_ = {raw.first, raw.second, ptr, want};
