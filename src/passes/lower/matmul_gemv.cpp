@@ -59,6 +59,12 @@ Status emitStrategy(KernelBuilder& kb, const GpuGemvPlan& p) {
   Value* M = kb.dim(s[r - 2]);
   Value* N = kb.dim(s[r - 1]);
   Value* K = kb.dim(at.dim(at.rank() - 1));
+  // The plan holds `rows` rows; a manual tile with fewer would leave the others unwritten.
+  if (int64_t most = upperBound(s[r - 2], kb.symbols()); most > p.rows)
+    return error(kb.source().loc(), "kernel @" + kb.source().name() + ": tile " +
+                                        listStr({p.rows, p.slices}) + " holds " +
+                                        std::to_string(p.rows) + " rows; the matmul has up to " +
+                                        std::to_string(most));
   Shape batchShape(s.begin(), s.end() - 2);
   kb.setGrid(0, kb.idx(OpKind::ICeilDiv, N, kb.cst(p.cols), kb.prologue()));
   kb.setGrid(2, kb.product(batchShape, 0, batchShape.size()));
