@@ -165,6 +165,10 @@ private:
     }
     std::set<const Op*> copies = reshapesThatCopy(f, donations);
     size_t kernelCount = 0;
+    // Symbols known so far: the arguments' (bound from the inputs' shapes), then each
+    // data-dependent one once the op that produces it has run.
+    std::set<std::string> bound;
+    for (size_t i = 0; i < f.numArgs(); ++i) collectTypeSymbols(f.arg(i)->type(), bound);
     for (Op* op : f.opsSnapshot()) {
       if (op->info().level != OpLevel::Tensor) continue;
       std::string device = deviceOf(*op);
@@ -244,6 +248,10 @@ private:
           return error(op->loc(), "schedule: a function @" + name + " exists");
         m.addFunc(outline(*op, name));
       }
+      // The data-dependent symbols this op binds: its kernel also returns each one's value,
+      // which `bind_symbol` reads after the launch.
+      std::vector<std::string> binds = newDataSymbols(m, *op, bound);
+      if (!binds.empty()) KILN_CHECK(returnSymbolValues(m, *op, name, binds));
       std::vector<Value*> operands = op->operands();
       auto w = writers.find(op);
       // Its kernel writes only part of its output, trusting it to hold the operand already.
@@ -260,17 +268,84 @@ private:
                          {op->result(r)->type()}, op->loc());
         operands.push_back(a->result());
       }
+      std::vector<Value*> counts;
+      for (size_t i = 0; i < binds.size(); ++i) {
+        Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(device),
+                         {Type(ElemType::I64, {})}, op->loc());
+        counts.push_back(a->result());
+      }
+      operands.insert(operands.end(), counts.begin(), counts.end());
       Attrs d = deviceAttr(device);
       d.set("kernel", name);
-      d.set("outputs", static_cast<int64_t>(op->numResults()));
+      d.set("outputs", static_cast<int64_t>(op->numResults() + binds.size()));
       if (op->attrs().has("strategy")) d.set("strategy", op->attrs().getStr("strategy"));
       insertOp(f, op, OpKind::Launch, operands, std::move(d), {}, op->loc());
+      for (size_t i = 0; i < binds.size(); ++i) {
+        Attrs b;
+        b.set("name", binds[i]);
+        insertOp(f, op, OpKind::BindSymbol, {counts[i]}, std::move(b), {}, op->loc());
+        bound.insert(binds[i]);
+      }
       for (size_t r = 0; r < op->numResults(); ++r)
         op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
       op->dropOperands();
       f.erase(op);
     }
     insertFrees(f);
+    return ok();
+  }
+
+  static void collectTypeSymbols(const Type& t, std::set<std::string>& out) {
+    for (const Dim& d : t.shape())
+      if (!d.isUnknown()) d.expr().collectSymbols(out);
+  }
+
+  // The data-dependent symbols in `op`'s result types that are not bound yet.
+  static std::vector<std::string> newDataSymbols(const Module& m, const Op& op,
+                                                 const std::set<std::string>& bound) {
+    std::set<std::string> used;
+    for (size_t r = 0; r < op.numResults(); ++r) collectTypeSymbols(op.result(r)->type(), used);
+    std::vector<std::string> out;
+    for (const std::string& s : used) {
+      const SymbolInfo* info = m.symbols().lookup(s);
+      if (info && info->dataDependent && !bound.count(s)) out.push_back(s);
+    }
+    return out;
+  }
+
+  // Makes kernel @name (the op's, tensor-level) also return, for each symbol of `syms`, its
+  // value: a `dim` of the first result dim that is that symbol.
+  static Status returnSymbolValues(Module& m, const Op& op, const std::string& name,
+                                   const std::vector<std::string>& syms) {
+    Func* k = m.lookupFunc(name);
+    if (!k || isLoweredKernel(*k))
+      return error(op.loc(), "schedule: '" + std::string(op.name()) +
+                                 "' binds a data-dependent symbol, but its kernel @" + name +
+                                 " is not a tensor-level function");
+    Op* ret = k->terminator();
+    std::vector<Type> types = k->resultTypes();
+    for (const std::string& s : syms) {
+      Value* found = nullptr;
+      int64_t axis = 0;
+      for (size_t r = 0; r < ret->numOperands() && !found; ++r) {
+        const Type& t = ret->operand(r)->type();
+        for (int64_t d = 0; d < t.rank() && !found; ++d)
+          if (!t.dim(d).isUnknown() && t.dim(d).expr().symbolName() == s) {
+            found = ret->operand(r);
+            axis = d;
+          }
+      }
+      if (!found)
+        return error(op.loc(), "schedule: no result of @" + name +
+                                   " has the data-dependent symbol '" + s + "' as a dim");
+      Attrs a;
+      a.set("axis", axis);
+      Op* dim = insertOp(*k, ret, OpKind::Dim, {found}, std::move(a), {Type(ElemType::I64, {})},
+                         op.loc());
+      ret->addOperand(dim->result());
+      types.push_back(dim->result()->type());
+    }
+    k->setResultTypes(std::move(types));
     return ok();
   }
 

@@ -338,6 +338,10 @@ struct Slot {
   size_t device = 0;
   std::optional<size_t> donor; // the donated argument whose storage this buffer is or returns to
   bool imported = false;       // the buffer is the donor's memory itself
+  // Allocated for the upper bound of a data-dependent symbol not bound yet: `shape` is set
+  // once it is (bind_symbol), and the buffer may then be larger than the shape.
+  const std::vector<SymExpr>* pendingDims = nullptr;
+  bool oversized = false;
   ElemType elem = ElemType::F32;
   std::vector<int64_t> shape;
   hal::Binding binding() const { return {buffer, elem, shape}; }
@@ -388,6 +392,11 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
   const std::vector<HostTensor>& inputs = ranks_ ? shared : callerInputs;
   SymbolBinding binding;
   KILN_CHECK(bindArguments(f, inputs, binding));
+  // Sizes for allocating: the binding, and each data-dependent symbol not bound yet at the top
+  // of its range (docs/ir.md, "Data-dependent dims").
+  SymbolBinding upper = binding;
+  for (const auto& [name, info] : program_->host->symbols().all())
+    if (info.dataDependent) upper.emplace(name, info.hi);
   stats_ = CallStats{};
   if (profiling_) ++profiledCalls_;
   for (auto& d : devices_) {
@@ -418,11 +427,11 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       return error(st.op->loc(), std::string(st.op->name()) + ": an operand is not a live buffer");
     return &slots[s];
   };
-  auto shapeOf = [&](const Step& st) -> Result<std::vector<int64_t>> {
+  auto shapeOf = [&](const Step& st, const SymbolBinding& b) -> Result<std::vector<int64_t>> {
     std::vector<int64_t> shape(st.shape.size());
     for (size_t i = 0; i < shape.size(); ++i) {
       std::optional<int64_t> v =
-          st.knownDims[i] ? st.shape[i].evaluate(binding) : std::optional<int64_t>();
+          st.knownDims[i] ? st.shape[i].evaluate(b) : std::optional<int64_t>();
       if (!v || *v < 0)
         return error(st.op->loc(), "dim " + st.op->result(0)->type().shape()[i].str() + " of " +
                                        st.op->result(0)->type().str() +
@@ -435,7 +444,13 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     Slot s;
     s.device = st.device;
     s.elem = st.elem;
-    KILN_TRY(s.shape, shapeOf(st));
+    Result<std::vector<int64_t>> exact = shapeOf(st, binding);
+    if (exact.ok()) {
+      s.shape = std::move(*exact);
+    } else {
+      KILN_TRY(s.shape, shapeOf(st, upper));
+      s.pendingDims = &st.shape;
+    }
     KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, st.op->loc()));
     KILN_TRY(s.owned, devices_[st.device]->device->allocate(bytes));
     s.buffer = s.owned.get();
@@ -451,7 +466,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     Slot s;
     s.device = st.device;
     s.elem = st.elem;
-    KILN_TRY(s.shape, shapeOf(st));
+    KILN_TRY(s.shape, shapeOf(st, binding));
     hal::Device& dev = *devices_[st.device]->device;
     if (alone) {
       s.owned = dev.importHost(const_cast<uint8_t*>(t.data()), t.byteSize());
@@ -476,7 +491,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     Slot s;
     s.device = st.device;
     s.elem = st.elem;
-    auto shape = shapeOf(st);
+    auto shape = shapeOf(st, binding);
     if (!shape.ok()) return std::nullopt;
     s.shape = *shape;
     auto bytes = byteCount(s.elem, s.shape, st.op->loc());
@@ -513,7 +528,7 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       Slot s;
       s.device = st.device;
       s.elem = st.elem;
-      KILN_TRY(s.shape, shapeOf(st));
+      KILN_TRY(s.shape, shapeOf(st, binding));
       if (!st.weightBuffer) {
         KILN_TRY(st.weightBuffer, weightBuffer(st.weight, st.device, op.loc()));
       }
@@ -569,7 +584,8 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
                                       dist::Ranks::tagOf(index), transferWait(st, src, index)));
       } else {
         KILN_TRY(Slot * from, slotOf(st, 0));
-        if (from->buffer->byteSize() != s.buffer->byteSize())
+        if (from->buffer->byteSize() != s.buffer->byteSize() &&
+            !(from->oversized && from->buffer->byteSize() > s.buffer->byteSize()))
           return error(op.loc(), "transfer_to: source and destination sizes differ");
         KILN_CHECK(flushDevice(from->device));
         if (from->device == st.device) {
@@ -612,9 +628,15 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       s.buffer = from->buffer;
       s.device = from->device;
       s.elem = st.elem;
-      KILN_TRY(s.shape, shapeOf(st));
+      s.oversized = from->oversized;
+      if (from->pendingDims) {
+        KILN_TRY(s.shape, shapeOf(st, upper));
+        s.pendingDims = &st.shape;
+      } else {
+        KILN_TRY(s.shape, shapeOf(st, binding));
+      }
       KILN_TRY(uint64_t bytes, byteCount(s.elem, s.shape, op.loc()));
-      if (bytes != from->buffer->byteSize())
+      if (bytes != from->buffer->byteSize() && !(s.oversized && bytes < from->buffer->byteSize()))
         return error(op.loc(), "view: " + std::to_string(bytes) + " bytes of " +
                                    op.result()->type().str() + " over a buffer of " +
                                    std::to_string(from->buffer->byteSize()));
@@ -639,6 +661,41 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Wait: KILN_CHECK(flushDevice(st.device)); break;
+    case OpKind::BindSymbol: {
+      // The value the launch before wrote: the device finishes first.
+      KILN_TRY(Slot * from, slotOf(st, 0));
+      if (from->elem != ElemType::I64 || from->buffer->byteSize() < sizeof(int64_t))
+        return error(op.loc(), "bind_symbol: the operand must be a buffer holding one i64");
+      KILN_CHECK(flushDevice(from->device));
+      int64_t v = 0;
+      KILN_CHECK(from->buffer->read(0, &v, sizeof v));
+      const std::string& name = st.op->attrs().getStr("name");
+      const SymbolInfo* info = program_->host->symbols().lookup(name);
+      if (!info || !info->dataDependent)
+        return error(op.loc(), "bind_symbol: '" + name + "' is not a data-dependent symbol");
+      if (v < info->lo || v > info->hi || (info->divisor > 1 && v % info->divisor != 0))
+        return error(op.loc(), "the data-dependent dim '" + name + "' is " + std::to_string(v) +
+                                   " at run time, outside its range [" + std::to_string(info->lo) +
+                                   ", " + std::to_string(info->hi) + "]");
+      binding[name] = v;
+      upper[name] = v;
+      // The buffers allocated for the bound take their real shapes.
+      for (Slot& s : slots) {
+        if (!s.buffer || !s.pendingDims) continue;
+        std::vector<int64_t> shape;
+        bool known = true;
+        for (const SymExpr& e : *s.pendingDims) {
+          std::optional<int64_t> d = e.evaluate(binding);
+          known = known && d && *d >= 0;
+          shape.push_back(known ? *d : 0);
+        }
+        if (!known) continue;
+        s.oversized = s.oversized || shape != s.shape;
+        s.shape = std::move(shape);
+        s.pendingDims = nullptr;
+      }
+      break;
+    }
     case OpKind::Collective: {
       // Through the host: the inputs' devices finish the work that writes them, the host
       // combines them (ir/interp/collective.h, the interpreter's semantics, so every rank and

@@ -50,6 +50,7 @@ void registerQuant(Registry& r);
 void registerRecurrent(Registry& r);
 void registerSignal(Registry& r);
 void registerControl(Registry& r);
+void registerDataShaped(Registry& r);
 const Registry& registry();
 
 class Ctx {

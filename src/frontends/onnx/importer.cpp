@@ -280,6 +280,7 @@ const Registry& registry() {
     registerRecurrent(r);
     registerSignal(r);
     registerControl(r);
+    registerDataShaped(r);
     return r;
   }();
   return reg;

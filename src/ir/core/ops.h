@@ -35,6 +35,7 @@ enum OpTraits : uint32_t {
   kResultI64 = 1u << 14,   // result element type is i64
   kSubgroup = 1u << 15,    // exchanges values between the threads of a subgroup
   kCollective = 1u << 16,  // spans a device group: operand i and result i on devices[i]
+  kDataShaped = 1u << 17,  // a result dim may be a data-dependent symbol that the op binds
 };
 
 // The kinds an attribute can have; see ops.def for the spelling.

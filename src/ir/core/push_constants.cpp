@@ -33,6 +33,16 @@ std::vector<std::string> pushConstantSymbols(const Func& kernel) {
     for (size_t r = 0; r < op.numResults(); ++r) addSymbols(op.result(r)->type(), out);
   });
   for (const Type& t : kernel.resultTypes()) addSymbols(t, out);
+  std::vector<std::string> args, bound;
+  for (size_t i = 0; i < kernel.numArgs(); ++i) addSymbols(kernel.arg(i)->type(), args);
+  walkOps(kernel, [&](const Op& op) {
+    if (!op.has(kDataShaped)) return;
+    for (size_t r = 0; r < op.numResults(); ++r) addSymbols(op.result(r)->type(), bound);
+  });
+  std::erase_if(out, [&](const std::string& s) {
+    return std::find(bound.begin(), bound.end(), s) != bound.end() &&
+           std::find(args.begin(), args.end(), s) == args.end();
+  });
   return out;
 }
 

@@ -11,7 +11,9 @@
 namespace kiln {
 
 // The symbols `kernel` reads: first those its `symbol` ops name, in op order (the cpu ABI's
-// order), then the others its argument, op and result types use, in order of first use.
+// order), then the others its argument, op and result types use, in order of first use;
+// not the data-dependent symbols that an op of the kernel binds (kDataShaped: the launch does
+// not know them yet, the kernel produces them).
 std::vector<std::string> pushConstantSymbols(const Func& kernel);
 
 } // namespace kiln

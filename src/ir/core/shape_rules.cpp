@@ -236,6 +236,76 @@ Types topK(const Ctx& c) {
   return std::vector<Type>{Type(x.elem(), s), Type(ElemType::I64, s)};
 }
 
+// The data-dependent dim of a kDataShaped op: dim `d` of declared result `r`, which must be a
+// symbol declared data_dependent (the op binds it when it runs).
+Result<Dim> dataDim(const Ctx& c, size_t r, int64_t d) {
+  if (c.declared.size() != static_cast<size_t>(c.info.numResults))
+    return c.err("the result types must be given: a result dim is a data-dependent symbol");
+  const Type& t = c.declared[r];
+  if (d >= t.rank())
+    return c.err("result " + std::to_string(r) + " " + t.str() + " needs rank " +
+                 std::to_string(d + 1));
+  const Dim& dim = t.dim(d);
+  std::optional<std::string> sym = dim.isUnknown() ? std::nullopt : dim.expr().symbolName();
+  const SymbolInfo* info = sym ? c.syms.lookup(*sym) : nullptr;
+  if (!info || !info->dataDependent)
+    return c.err("dim " + std::to_string(d) + " of result " + std::to_string(r) + " (" + t.str() +
+                 ") must be a symbol declared data_dependent, got " + dim.str());
+  return dim;
+}
+
+Types nonZero(const Ctx& c) {
+  KILN_TRY(Dim n, dataDim(c, 0, 1));
+  return one(Type(ElemType::I64, {Dim(c.ops[0].rank()), n}));
+}
+
+Types unique(const Ctx& c) {
+  const Type& x = c.ops[0];
+  KILN_TRY(Dim u, dataDim(c, 1, 0));
+  Shape y = {u};
+  Dim n = Dim::unknown();
+  if (c.attrs.has("axis")) {
+    KILN_TRY(int64_t axis, c.axis(c.attrs.getInt("axis"), x.rank()));
+    y = x.shape();
+    y[static_cast<size_t>(axis)] = u;
+    n = x.dim(axis);
+  } else {
+    SymExpr count = SymExpr::constant(1);
+    for (const Dim& d : x.shape()) {
+      if (d.isUnknown()) return c.err("the operand has a `?` dim");
+      count = count * d.expr();
+    }
+    n = Dim(count);
+  }
+  return std::vector<Type>{Type(x.elem(), y), Type(ElemType::I64, {u}), Type(ElemType::I64, {n}),
+                           Type(ElemType::I64, {u})};
+}
+
+Types nonMaxSuppression(const Ctx& c) {
+  const Type &boxes = c.ops[0], &scores = c.ops[1];
+  if (!isFloat(boxes.elem()) || !isFloat(scores.elem()))
+    return c.err("boxes and scores must have floating-point element types");
+  if (boxes.rank() != 3 || scores.rank() != 3 || provablyDifferent(boxes.dim(2), Dim(4), c.syms))
+    return c.err("boxes " + boxes.str() + " and scores " + scores.str() +
+                 " must be [B, N, 4] and [B, C, N]");
+  if (provablyDifferent(boxes.dim(0), scores.dim(0), c.syms) ||
+      provablyDifferent(boxes.dim(1), scores.dim(2), c.syms))
+    return c.err("boxes " + boxes.str() + " and scores " + scores.str() +
+                 " disagree on the batch or the number of boxes");
+  const char* what[] = {"the maximum of boxes per class", "the iou threshold",
+                        "the score threshold"};
+  for (size_t i = 2; i < 5; ++i) {
+    std::optional<int64_t> n = c.ops[i].numElements();
+    if (c.ops[i].rank() > 1 || (n && *n != 1))
+      return c.err(std::string(what[i - 2]) + " (operand " + std::to_string(i) +
+                   ") must hold one element, got " + c.ops[i].str());
+  }
+  if (!isInteger(c.ops[2].elem()) || !isFloat(c.ops[3].elem()) || !isFloat(c.ops[4].elem()))
+    return c.err("the maximum of boxes must be an integer, the thresholds floating-point");
+  KILN_TRY(Dim n, dataDim(c, 0, 0));
+  return one(Type(ElemType::I64, {n, Dim(3)}));
+}
+
 // The batch dims of square matrices.
 Types det(const Ctx& c) {
   const Type& x = c.ops[0];
@@ -862,6 +932,9 @@ Types infer(const Ctx& c) {
   case OpKind::ArgMax:
   case OpKind::ArgMin: return argReduction(c);
   case OpKind::TopK: return topK(c);
+  case OpKind::NonZero: return nonZero(c);
+  case OpKind::Unique: return unique(c);
+  case OpKind::NonMaxSuppression: return nonMaxSuppression(c);
   case OpKind::Cumsum:
   case OpKind::Softmax:
   case OpKind::LogSoftmax: return alongAxis(c);
@@ -910,6 +983,7 @@ Types infer(const Ctx& c) {
   case OpKind::Free:
   case OpKind::Launch:
   case OpKind::Collective:
+  case OpKind::BindSymbol:
   case OpKind::Wait: return std::vector<Type>{};
   // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
   // kernel-level ops are typed by the kernel verifier.

@@ -25,13 +25,17 @@
 
 namespace kiln {
 
-// A symbol's declaration: `symbol seq in [1, 4096] divisible_by 8`.
+// A symbol's declaration: `symbol seq in [1, 4096] divisible_by 8`. A data-dependent symbol
+// (`symbol nz in [0, 12] data_dependent`) is the size of a result that only running an op
+// tells (nonzero, unique, non_max_suppression: ops with the kDataShaped trait): that op binds
+// it when it runs, and the schedule allocates its result for `hi` (docs/ir.md).
 struct SymbolInfo {
   std::string name;
   int64_t lo = 0;
   int64_t hi = 0;
   int64_t divisor = 1; // every value the symbol takes is a multiple of this
   Loc loc;
+  bool dataDependent = false;
 };
 
 class SymbolTable {

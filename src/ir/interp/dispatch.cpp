@@ -27,13 +27,15 @@ KernelResult kernelDispatch(const KernelCtx& c) {
                           ", which takes " + std::to_string(callee->numArgs()));
   // The caller's symbol values hold inside the kernel (its dims may be expressions such as
   // {n + 4} that its own arguments could not bind).
+  // A data-shaped op binds its data-dependent symbols for the ops after it.
+  SymbolBinding binding = c.binding;
   std::unordered_map<const Value*, HostTensor> env;
   for (size_t i = 0; i < c.in.size(); ++i) env.emplace(callee->arg(i), c.in[i]);
   for (const auto& op : callee->ops()) {
     std::vector<HostTensor> in;
     for (const Value* v : op->operands()) in.push_back(env.at(v));
     if (op->has(kTerminator)) return in;
-    KILN_TRY(auto outs, evalOp(*op, in, c.binding, c.weights));
+    KILN_TRY(auto outs, evalOpBinding(*op, in, binding, c.weights));
     for (size_t r = 0; r < op->numResults(); ++r) env.insert_or_assign(op->result(r), outs[r]);
   }
   return opError(c, "kernel @" + name + " has no return");

@@ -19,5 +19,6 @@ KernelResult kernelLoadWeight(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelLoadConstant(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelCollective(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelBindSymbol(const KernelCtx& c) { return hostOp(c); }
 
 } // namespace kiln::interp

@@ -204,7 +204,29 @@ static Status checkResults(const KernelCtx& c, const std::vector<HostTensor>& re
   return ok();
 }
 
-static KernelResult runOp(const KernelCtx& c) {
+// An op that binds data-dependent symbols (kDataShaped) binds each bare symbol of its result
+// types that is not bound yet to the dim it produced; one already bound must agree.
+static Status bindDataSymbols(const KernelCtx& c, const std::vector<HostTensor>& results,
+                              SymbolBinding& binding) {
+  for (size_t i = 0; i < results.size() && i < c.op.numResults(); ++i) {
+    const Type& t = c.op.result(i)->type();
+    if (static_cast<size_t>(t.rank()) != results[i].shape().size()) continue; // checkResults says
+    for (size_t d = 0; d < results[i].shape().size(); ++d) {
+      const Dim& dim = t.dim(static_cast<int64_t>(d));
+      std::optional<std::string> sym = dim.isUnknown() ? std::nullopt : dim.expr().symbolName();
+      if (!sym) continue;
+      int64_t v = results[i].shape()[d];
+      auto [it, inserted] = binding.emplace(*sym, v);
+      if (!inserted && it->second != v)
+        return opError(c, "result " + std::to_string(i) + " binds symbol '" + *sym + "' to " +
+                              std::to_string(v) + ", but it is bound to " +
+                              std::to_string(it->second));
+    }
+  }
+  return ok();
+}
+
+static KernelResult runOp(const KernelCtx& c, SymbolBinding* bindOut) {
   const OpInfo& info = c.op.info();
   auto n = static_cast<int>(c.in.size());
   if (n < info.minOperands || (info.maxOperands >= 0 && n > info.maxOperands))
@@ -224,6 +246,14 @@ static KernelResult runOp(const KernelCtx& c) {
   }
   KILN_CHECK(checkOperandClasses(c));
   KILN_TRY(auto results, kKernels[static_cast<size_t>(c.op.kind())](c));
+  // A dispatch binds what the data-shaped ops of its kernel bind.
+  if (info.has(kDataShaped) || c.op.kind() == OpKind::Dispatch) {
+    SymbolBinding local;
+    SymbolBinding& binding = bindOut ? *bindOut : (local = c.binding);
+    KILN_CHECK(bindDataSymbols(c, results, binding));
+    KILN_CHECK(checkResults(KernelCtx{c.op, c.in, binding, c.weights}, results));
+    return results;
+  }
   KILN_CHECK(checkResults(c, results));
   return results;
 }
@@ -330,7 +360,7 @@ Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<
     }
     if (op.kind() == OpKind::Return) return operands;
     KernelCtx c{op, operands, binding, &weights};
-    KILN_TRY(auto results, interp::runOp(c));
+    KILN_TRY(auto results, interp::runOp(c, &binding));
     for (size_t i = 0; i < results.size(); ++i) env[op.result(i)] = std::move(results[i]);
   }
   return error(f.loc(), "@" + f.name() + " has no return");
@@ -339,7 +369,13 @@ Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<
 Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,
                                        const SymbolBinding& binding, WeightStore* weights) {
   KernelCtx c{op, operands, binding, weights};
-  return interp::runOp(c);
+  return interp::runOp(c, nullptr);
+}
+
+Result<std::vector<HostTensor>> evalOpBinding(const Op& op, const std::vector<HostTensor>& operands,
+                                              SymbolBinding& binding, WeightStore* weights) {
+  KernelCtx c{op, operands, binding, weights};
+  return interp::runOp(c, &binding);
 }
 
 } // namespace kiln

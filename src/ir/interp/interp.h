@@ -32,5 +32,9 @@ Status bindArguments(const Func& f, const std::vector<HostTensor>& inputs, Symbo
 // element types and, for ops that need them, shapes (resolved with `binding`).
 Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,
                                        const SymbolBinding& binding, WeightStore* weights);
+// Like evalOp, and adds to `binding` the data-dependent symbols the op binds (a nonzero, or a
+// dispatch of a kernel with one), for the ops after it.
+Result<std::vector<HostTensor>> evalOpBinding(const Op& op, const std::vector<HostTensor>& operands,
+                                              SymbolBinding& binding, WeightStore* weights);
 
 } // namespace kiln

@@ -2,7 +2,7 @@
 //
 // Grammar (docs/ir.md has the long form):
 //   module  := (symbol | weight | device | func)*
-//   symbol  := 'symbol' IDENT 'in' '[' INT ',' INT ']' ('divisible_by' INT)?
+//   symbol  := 'symbol' IDENT 'in' '[' INT ',' INT ']' ('divisible_by' INT)? 'data_dependent'?
 //   weight  := 'weight' GLOBAL ':' type '=' STRING '[' STRING ']' ('shard' INT 'of' INT 'along'
 //   INT)? device  := 'device' (GLOBAL '=')? target          target := IDENT '[' INT ']' func    :=
 //   'func' GLOBAL '(' (VALUE ':' type on?),* ')'
@@ -192,9 +192,11 @@ private:
       advance();
       KILN_TRY(divisor, parseInt("a divisor"));
     }
+    bool data = isIdent("data_dependent");
+    if (data) advance();
     if (lo > hi) return error(loc, "symbol '" + name + "' has an empty range");
     if (divisor < 1) return error(loc, "symbol '" + name + "' needs a positive divisor");
-    return m_.symbols().declare(SymbolInfo{name, lo, hi, divisor, loc});
+    return m_.symbols().declare(SymbolInfo{name, lo, hi, divisor, loc, data});
   }
 
   Status parseWeight() {

@@ -305,6 +305,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     syms +=
         "symbol " + name + " in [" + std::to_string(info.lo) + ", " + std::to_string(info.hi) + "]";
     if (info.divisor != 1) syms += " divisible_by " + std::to_string(info.divisor);
+    if (info.dataDependent) syms += " data_dependent";
     syms += "\n";
   }
   if (!syms.empty()) sections.push_back(std::move(syms));

@@ -75,7 +75,7 @@ Result<std::vector<HostTensor>> runOnSim(const Func& f, const std::vector<HostTe
     if (op->kind() == OpKind::Dispatch && m) kernel = m->lookupFunc(op->attrs().getStr("kernel"));
     Result<std::vector<HostTensor>> outs = kernel && isLoweredKernel(*kernel)
                                                ? runDispatch(*op, *kernel, in, dims)
-                                               : evalOp(*op, in, dims, &weights);
+                                               : evalOpBinding(*op, in, dims, &weights);
     if (!outs.ok()) return outs.takeDiags();
     if (op->kind() == OpKind::Dispatch && !(kernel && isLoweredKernel(*kernel)))
       ++detail::stats().hostOps;
