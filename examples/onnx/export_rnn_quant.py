@@ -7,8 +7,10 @@ PyTorch's outputs next to each:
   qmlp/  an MLP with int8 fake-quantized weights (per output channel) and uint8 activations
          (per tensor), exported with QuantizeLinear/DequantizeLinear pairs (QDQ), opset 13
   qcnn/  the same for a small CNN (per-channel int8 conv weights), opset 13
+  masked/ boolean-mask indexing, torch.nonzero + index_select and torch.unique: results
+         whose sizes depend on the input's values (NonZero, GatherND, Unique), opset 14
 
-    /usr/bin/python3 examples/onnx/export_rnn_quant.py examples/onnx
+    /usr/bin/python3 examples/onnx/export_rnn_quant.py examples/onnx [NAME...]
 """
 import os
 import sys
@@ -77,6 +79,13 @@ class QCnn(nn.Module):
         return nn.functional.linear(x, fq_weight(self.fc.weight), self.fc.bias)
 
 
+class Masked(nn.Module):
+    def forward(self, x):
+        pos = x[x > 0]
+        rows = x.index_select(0, torch.nonzero(x[:, 0] > 0).squeeze(1)) * 2
+        return pos.sum(0, keepdim=True) + pos.numel(), rows, torch.unique(x.round())
+
+
 def export(model, inputs, out_dir, opset, names):
     os.makedirs(out_dir, exist_ok=True)
     model.eval()
@@ -95,12 +104,17 @@ def export(model, inputs, out_dir, opset, names):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "examples/onnx"
+    only = set(sys.argv[2:])  # the models to write (all by default); every model is still
+    torch.manual_seed(0)      # built in order, so each gets the same weights either way
+    models = [("lstm", Lstm(), [torch.randn(2, 5, 8)], 14, ["x"]),
+              ("gru", Gru(), [torch.randn(4, 3, 6), torch.randn(1, 3, 12)], 14, ["x", "h0"]),
+              ("qmlp", QMlp(), [torch.randn(4, 16)], 13, ["x"]),
+              ("qcnn", QCnn(), [torch.randn(2, 3, 8, 8)], 13, ["x"])]
     torch.manual_seed(0)
-    export(Lstm(), [torch.randn(2, 5, 8)], os.path.join(root, "lstm"), 14, ["x"])
-    export(Gru(), [torch.randn(4, 3, 6), torch.randn(1, 3, 12)], os.path.join(root, "gru"), 14,
-           ["x", "h0"])
-    export(QMlp(), [torch.randn(4, 16)], os.path.join(root, "qmlp"), 13, ["x"])
-    export(QCnn(), [torch.randn(2, 3, 8, 8)], os.path.join(root, "qcnn"), 13, ["x"])
+    models.append(("masked", Masked(), [torch.randn(6, 5)], 14, ["x"]))
+    for name, model, inputs, opset, names in models:
+        if not only or name in only:
+            export(model, inputs, os.path.join(root, name), opset, names)
 
 
 if __name__ == "__main__":

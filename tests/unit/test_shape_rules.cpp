@@ -21,6 +21,7 @@ SymbolTable symbols() {
   REQUIRE(t.declare({"seq", 1, 4096, 1, {}}).ok());
   REQUIRE(t.declare({"n", 2, 64, 1, {}}).ok());
   REQUIRE(t.declare({"b", 8, 64, 8, {}}).ok());
+  REQUIRE(t.declare({"nz", 0, 64, 1, {}, true}).ok());
   return t;
 }
 
@@ -554,6 +555,16 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
                  {"sampling_ratio", int64_t{0}},
                  {"spatial_scale", 1.0},
                  {"aligned", int64_t{1}}});
+      break;
+    case OpKind::NonZero: declared = {Type(ElemType::I64, {Dim(2), sym("nz")})}; break;
+    case OpKind::Unique: {
+      Type u(ElemType::I64, {sym("nz")});
+      declared = {Type(ElemType::F32, {sym("nz")}), u, T({4}, ElemType::I64), u};
+      break;
+    }
+    case OpKind::NonMaxSuppression:
+      ops = {T({1, 5, 4}), T({1, 2, 5}), T({}, ElemType::I64), T({1}), T({})};
+      declared = {Type(ElemType::I64, {sym("nz"), Dim(3)})};
       break;
     default: break;
     }

@@ -216,6 +216,12 @@ static Status bindDataSymbols(const KernelCtx& c, const std::vector<HostTensor>&
       std::optional<std::string> sym = dim.isUnknown() ? std::nullopt : dim.expr().symbolName();
       if (!sym) continue;
       int64_t v = results[i].shape()[d];
+      const Func* f = c.op.parent();
+      const SymbolInfo* info = f && f->parent() ? f->parent()->symbols().lookup(*sym) : nullptr;
+      if (info && (v < info->lo || v > info->hi))
+        return opError(c, "the data-dependent dim '" + *sym + "' is " + std::to_string(v) +
+                              " at run time, outside its range [" + std::to_string(info->lo) +
+                              ", " + std::to_string(info->hi) + "]");
       auto [it, inserted] = binding.emplace(*sym, v);
       if (!inserted && it->second != v)
         return opError(c, "result " + std::to_string(i) + " binds symbol '" + *sym + "' to " +
