@@ -2,14 +2,22 @@
 """Compile-time benchmark: exports torch.nn models to ONNX (random weights, batch 1) and
 prints, per model, `kiln compile`'s cold time (empty kernel cache), warm time (every kernel
 in the cache) and peak memory (max RSS from /usr/bin/time -v), with the kernel counts that
---time-passes reports. The repo's example decoders (examples/onnx/*/model.onnx) are timed too.
+--time-passes reports, and ONNX Runtime's session creation for the same file (loading and
+optimizing it: what a user waits for before the first run; bench/ort_bench.js, when
+onnxruntime-node is installed in bench/.ort). The models: three torch.nn ones defined here,
+the eight real models of bench/models.py (torchvision's ResNet-18, SqueezeNet 1.1,
+MobileNetV3-Small, EfficientNet-B0, ConvNeXt-Tiny, ViT-B/16, a TransformerEncoder and a
+GPT-2-small decoder; --no-real leaves them out) and the repo's example decoders
+(examples/onnx/*/model.onnx).
 
     /usr/bin/python3 bench/compile_time.py [--kiln=build/tools/kiln] [--jobs=N] [--only=NAME]
+                                           [--threads=N] [--no-real]
 
 Each compile gets its own KILN_CACHE_DIR under a temporary folder, so the user's cache is
 never read or written.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -106,23 +114,56 @@ def torch_models():
     ]
 
 
-def export(tmp):
+def export(tmp, only, real):
+    """(name, .onnx path, input .npy path or None) of each model whose name contains `only`."""
+    import numpy as np
     import torch
 
     torch.manual_seed(0)
     out = []
     for name, model, x in torch_models():
+        if only not in name:
+            continue
         path = os.path.join(tmp, name + ".onnx")
         model.eval()
         with torch.no_grad():
             torch.onnx.export(model, (x,), path, opset_version=17, input_names=["x"],
                               output_names=["y"])
-        out.append((name, path))
+        inp = os.path.join(tmp, name + ".input.npy")
+        np.save(inp, x.numpy())
+        out.append((name, path, inp))
+    if real:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import models  # bench/models.py: the same exports as the run-time table
+
+        for name, make in models.MODELS:
+            if only in name:
+                _, _, _, path, inp = models.export(name, make, tmp)
+                out.append((name, path, inp))
     for name in ("gpt", "llama", "kv"):
         path = os.path.join(ROOT, "examples", "onnx", name, "model.onnx")
-        if os.path.exists(path):
-            out.append(("examples/" + name, path))
+        if os.path.exists(path) and only in "examples/" + name:
+            out.append(("examples/" + name, path, None))
     return out
+
+
+def ort_create_ms(path, inp, threads):
+    """ONNX Runtime's session creation time for the model, or None without ONNX Runtime."""
+    ort = os.path.join(ROOT, "bench", ".ort", "node_modules")
+    if inp is None or not shutil.which("node") or not os.path.isdir(os.path.join(ort, "onnxruntime-node")):
+        return None
+    import numpy as np
+
+    x = np.load(inp)
+    raw = inp + ".raw"
+    x.tofile(raw)
+    cmd = ["node", os.path.join(ROOT, "bench", "ort_bench.js"), path, raw,
+           "int64" if x.dtype == np.int64 else "float32", ",".join(map(str, x.shape)),
+           str(threads), "0", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NODE_PATH=ort))
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])["create_ms"] / 1000
 
 
 def compile_once(kiln, model, out, cache, jobs):
@@ -145,14 +186,18 @@ def main():
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "tools", "kiln"))
     ap.add_argument("--jobs", type=int, default=0, help="kiln compile --jobs (0: its default)")
     ap.add_argument("--only", default="", help="models whose name contains this")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="ONNX Runtime's intra-op threads (default: every core)")
+    ap.add_argument("--no-real", action="store_true",
+                    help="leave out the eight real models of bench/models.py")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="kiln-compile-time-")
     try:
-        models = [m for m in export(tmp) if args.only in m[0]]
-        print("%-28s %9s %9s %9s %12s  %s" % ("model", "cold s", "warm s", "peak MB",
-                                                "kernels", "cache (warm)"))
+        models = export(tmp, args.only, not args.no_real)
+        print("%-28s %9s %9s %9s %12s  %-22s %s" % ("model", "cold s", "warm s", "peak MB",
+                                                    "kernels", "cache (warm)", "ORT session s"))
         failed = False
-        for name, path in models:
+        for name, path, inp in models:
             cache = os.path.join(tmp, "cache-" + name.replace("/", "-"))
             out = os.path.join(tmp, "out.kmod")
             cold, err = compile_once(args.kiln, path, out, cache, args.jobs)
@@ -166,10 +211,13 @@ def main():
                 failed = True
                 continue
             c, w = cold["counts"], warm["counts"]
-            print("%-28s %9.2f %9.2f %9.0f %5d -> %-4d  %d hits, %d misses" % (
+            ort = ort_create_ms(path, inp, args.threads)
+            print("%-28s %9.2f %9.2f %9.0f %5d -> %-4d  %-22s %s" % (
                 name, cold["s"], warm["s"], max(cold["rss_mb"], warm["rss_mb"]),
                 c.get("kernels before deduplication", 0), c.get("kernels after deduplication", 0),
-                w.get("kernel cache hits", 0), w.get("kernel cache misses", 0)))
+                "%d hits, %d misses" % (w.get("kernel cache hits", 0),
+                                        w.get("kernel cache misses", 0)),
+                "-" if ort is None else "%.2f" % ort), flush=True)
         return 1 if failed else 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,6 +1,7 @@
 // Times one ONNX model on ONNX Runtime's CPU execution provider (onnxruntime-node, installed
-// in bench/.ort; bench/models.py runs this with NODE_PATH pointing there). Prints one JSON
-// line: {"median_ms": M, "times_ms": [...]}.
+// in bench/.ort; bench/models.py and bench/compile_time.py run this with NODE_PATH pointing
+// there). Prints one JSON line: {"median_ms": M, "times_ms": [...], "create_ms": C}, where C
+// is the session creation (loading and optimizing the model), the counterpart of kiln compile.
 //
 // usage: node ort_bench.js MODEL.onnx INPUT.raw float32|int64 D0,D1,... THREADS WARMUP REPS
 const fs = require('fs');
@@ -8,12 +9,14 @@ const ort = require('onnxruntime-node');
 
 async function main() {
   const [model, raw, dtype, dims, threads, warmup, reps] = process.argv.slice(2);
+  const created = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'],
     intraOpNumThreads: Number(threads),
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
   });
+  const createMs = Number(process.hrtime.bigint() - created) / 1e6;
   const bytes = fs.readFileSync(raw);
   const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
   const data = dtype === 'int64' ? new BigInt64Array(buf) : new Float32Array(buf);
@@ -26,7 +29,8 @@ async function main() {
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
   const sorted = [...times].sort((a, b) => a - b);
-  console.log(JSON.stringify({median_ms: sorted[Math.floor(sorted.length / 2)], times_ms: times}));
+  console.log(JSON.stringify(
+      {median_ms: sorted[Math.floor(sorted.length / 2)], times_ms: times, create_ms: createMs}));
 }
 
 main().catch((e) => {
