@@ -4,11 +4,27 @@
 // is the session creation (loading and optimizing the model), the counterpart of kiln compile.
 //
 // usage: node ort_bench.js MODEL.onnx INPUT.raw float32|int64 D0,D1,... THREADS WARMUP REPS
+//        node ort_bench.js MODEL.onnx INPUTS.json THREADS WARMUP REPS
+// The second form feeds several inputs: INPUTS.json is a list of {"name", "raw", "dtype",
+// "dims"} (bench/run.py's decoder layers).
 const fs = require('fs');
 const ort = require('onnxruntime-node');
 
+function tensor(raw, dtype, dims) {
+  const bytes = fs.readFileSync(raw);
+  const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  const data = dtype === 'int64' ? new BigInt64Array(buf) : new Float32Array(buf);
+  return new ort.Tensor(dtype, data, dims);
+}
+
 async function main() {
-  const [model, raw, dtype, dims, threads, warmup, reps] = process.argv.slice(2);
+  let args = process.argv.slice(2);
+  let spec = null;
+  if (args[1].endsWith('.json')) {
+    spec = JSON.parse(fs.readFileSync(args[1], 'utf8'));
+    args = [args[0], null, null, null, ...args.slice(2)];
+  }
+  const [model, raw, dtype, dims, threads, warmup, reps] = args;
   const created = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'],
@@ -17,10 +33,12 @@ async function main() {
     graphOptimizationLevel: 'all',
   });
   const createMs = Number(process.hrtime.bigint() - created) / 1e6;
-  const bytes = fs.readFileSync(raw);
-  const buf = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-  const data = dtype === 'int64' ? new BigInt64Array(buf) : new Float32Array(buf);
-  const feeds = {[session.inputNames[0]]: new ort.Tensor(dtype, data, dims.split(',').map(Number))};
+  const feeds = {};
+  if (spec) {
+    for (const s of spec) feeds[s.name] = tensor(s.raw, s.dtype, s.dims);
+  } else {
+    feeds[session.inputNames[0]] = tensor(raw, dtype, dims.split(',').map(Number));
+  }
   for (let i = 0; i < Number(warmup); ++i) await session.run(feeds);
   const times = [];
   for (let i = 0; i < Number(reps); ++i) {

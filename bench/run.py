@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -332,15 +333,24 @@ class Report:
         self.failures.append(message)
 
     def table(self, title, rows, notes):
+        """rows: (name, kiln ms, reference ms), or with a fourth entry, ONNX Runtime's ms
+        (None: not timed), which adds the columns `ORT ms` and `kiln/ORT`."""
+        ort = any(len(r) > 3 for r in rows)
         print(f"\n### {title}\n")
-        print("| workload | kiln ms | reference ms | ratio |")
-        print("|---|---:|---:|---:|")
-        for name, kiln_ms, ref_ms in rows:
-            if isinstance(kiln_ms, float):
-                ratio = f"{kiln_ms / ref_ms:.2f}" if ref_ms > 0 else "-"
-                print(f"| {name} | {kiln_ms:.3f} | {fmt_ms(ref_ms)} | {ratio} |")
-            else:
-                print(f"| {name} | error | {fmt_ms(ref_ms)} | - |")
+        print("| workload | kiln ms | reference ms | ratio |" + (" ORT ms | kiln/ORT |" if ort else ""))
+        print("|---|---:|---:|---:|" + ("---:|---:|" if ort else ""))
+        for row in rows:
+            name, kiln_ms, ref_ms = row[:3]
+            ok = isinstance(kiln_ms, float)
+            ratio = f"{kiln_ms / ref_ms:.2f}" if ok and ref_ms > 0 else "-"
+            line = f"| {name} | {f'{kiln_ms:.3f}' if ok else 'error'} | {fmt_ms(ref_ms)} | {ratio} |"
+            if ort:
+                ort_ms = row[3] if len(row) > 3 else None
+                if ort_ms:
+                    line += f" {fmt_ms(ort_ms)} | {f'{kiln_ms / ort_ms:.2f}' if ok else '-'} |"
+                else:
+                    line += " - | - |"
+            print(line)
         print()
         for line in notes:
             print(line)
@@ -699,6 +709,53 @@ class TorchLayer:
         return y, new_k, new_v
 
 
+ORT_DIR = os.path.join(HERE, ".ort")
+
+
+def ort_available():
+    """ONNX Runtime's CPU library (onnxruntime-node in bench/.ort, a benchmark-only
+    dependency: `npm install --ignore-scripts onnxruntime-node` there) and Node.js."""
+    return (not ARGS.gpu and shutil.which("node") is not None
+            and os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")))
+
+
+def ort_decoder_ms(ref, names, tensors, tmp, i):
+    """The PyTorch layer exported to ONNX (its weights as initializers) and timed on ONNX
+    Runtime's CPU provider with the same threads: (median ms, None) or (None, reason)."""
+    import torch
+
+    class Wrapped(torch.nn.Module):
+        def forward(self, *xs):
+            return ref(*xs)
+
+    path = os.path.join(tmp, f"decoder{i}.onnx")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python branches over shapes
+        torch.onnx.export(Wrapped(), tuple(tensors), path, opset_version=14, input_names=names,
+                          output_names=["y", "k", "v"])
+    spec = []
+    for n, t in zip(names, tensors):
+        raw = os.path.join(tmp, f"dec{i}_{n}.raw")
+        a = t.cpu().numpy()
+        a.tofile(raw)
+        spec.append({"name": n, "raw": raw, "dims": list(a.shape),
+                     "dtype": "int64" if a.dtype == np.int64 else "float32"})
+    spec_path = os.path.join(tmp, f"dec{i}_inputs.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    cmd = ["node", os.path.join(HERE, "ort_bench.js"), path, spec_path, str(ARGS.threads),
+           str(ARGS.warmup), str(ARGS.repetitions)]
+    env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=ARGS.timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    os.remove(path)
+    if r.returncode != 0:
+        return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+    return json.loads(r.stdout.strip().splitlines()[-1])["median_ms"], None
+
+
 def bench_decoder(report, tmp, quick):
     layer = Layer(quick)
     workloads = selected(decoder_workloads(layer))
@@ -711,6 +768,7 @@ def bench_decoder(report, tmp, quick):
     save_safetensors(os.path.join(tmp, "decoder.safetensors"),
                      {n: ("F32", w) for n, w in weights.items()})
     ref = TorchLayer(layer, weights, torch_device())
+    use_ort = ort_available()
     rows = []
     for i, (name, t, past, cache) in enumerate(workloads):
         x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
@@ -740,7 +798,13 @@ def bench_decoder(report, tmp, quick):
             ref_ms = reference_median_ms(synced(lambda: call(*tin)))
         folder = os.path.join(tmp, f"out_decoder{i}")
         os.makedirs(folder, exist_ok=True)
-        rows.append((name, report.run(name, kir, files, want, folder), ref_ms))
+        kiln_ms = report.run(name, kir, files, want, folder)
+        ort_ms = None
+        if use_ort and not cache:  # ONNX has no in-place cache update to export
+            ort_ms, why = ort_decoder_ms(ref, list(inputs), tin, tmp, i)
+            if why:
+                report.fail(f"{name}: ONNX Runtime: {why}")
+        rows.append((name, kiln_ms, ref_ms, ort_ms) if use_ort else (name, kiln_ms, ref_ms))
     report.table(f"Llama decoder layer ({layer.describe()}; f32)", rows, [
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
         f"Reference: the same layer in "
@@ -749,7 +813,11 @@ def bench_decoder(report, tmp, quick):
         "K (after rotary) and V; a decode takes the past K/V as inputs. With the KV cache "
         "donated, a decode writes this step's K/V into caches of context + 1 positions in "
         "place (kiln: scatter_nd over donated arguments; PyTorch: index assignment) and "
-        "returns the caches."])
+        "returns the caches.",
+        "ORT: the same PyTorch layer exported to ONNX (opset 14, weights as initializers) on ONNX "
+        f"Runtime's CPU provider (onnxruntime-node), {ARGS.threads} intra-op threads, graph "
+        "optimization all; not for the donated-cache rows (ONNX cannot write an input in place)."
+        if use_ort else "No ORT column: install onnxruntime-node in bench/.ort."])
 
 
 def cpu_name():

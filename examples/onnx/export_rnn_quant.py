@@ -9,6 +9,8 @@ PyTorch's outputs next to each:
   qcnn/  the same for a small CNN (per-channel int8 conv weights), opset 13
   masked/ boolean-mask indexing, torch.nonzero + index_select and torch.unique: results
          whose sizes depend on the input's values (NonZero, GatherND, Unique), opset 14
+  loop/  a TorchScript loop over range(n) with a data-dependent break: an ONNX Loop whose
+         trip count and condition are run-time data (kiln runs it on the host side), opset 14
 
     /usr/bin/python3 examples/onnx/export_rnn_quant.py examples/onnx [NAME...]
 """
@@ -86,6 +88,20 @@ class Masked(nn.Module):
         return pos.sum(0, keepdim=True) + pos.numel(), rows, torch.unique(x.round())
 
 
+class DynLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        y = x
+        for _ in range(int(n)):
+            y = torch.tanh(self.lin(y)) + x
+            if bool(y.sum() > 10.0):
+                break
+        return y
+
+
 def export(model, inputs, out_dir, opset, names):
     os.makedirs(out_dir, exist_ok=True)
     model.eval()
@@ -112,6 +128,9 @@ def main():
               ("qcnn", QCnn(), [torch.randn(2, 3, 8, 8)], 13, ["x"])]
     torch.manual_seed(0)
     models.append(("masked", Masked(), [torch.randn(6, 5)], 14, ["x"]))
+    torch.manual_seed(0)
+    models.append(("loop", torch.jit.script(DynLoop()), [torch.randn(2, 4), torch.tensor(5)], 14,
+                   ["x", "n"]))
     for name, model, inputs, opset, names in models:
         if not only or name in only:
             export(model, inputs, os.path.join(root, name), opset, names)

@@ -53,10 +53,11 @@ namespace {
 bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKind::Dim; }
 
 // A `transfer` and a collective (placed modules) stay in the caller: the schedule turns
-// them into a copy and a `collective`.
+// them into a copy and a `collective`; so does a `loop`, which runs on the host side.
 bool isComputing(const Op& op) {
   return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
-         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer && !op.has(kCollective) &&
+         op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer &&
+         op.kind() != OpKind::Loop && !op.has(kCollective) &&
          !isSource(op);
 }
 

@@ -22,7 +22,8 @@
 // loaded on its op's device, an argument is uploaded once to each device that uses it
 // (a `transfer` of an argument becomes that upload), a tensor-level `transfer` becomes a
 // host `transfer_to` its `to` device, a collective (`all_reduce`, ...) becomes an
-// `alloc_buffer` per device and one host `collective` over the inputs and outputs, and
+// `alloc_buffer` per device and one host `collective` over the inputs and outputs, a `loop`
+// becomes an `alloc_buffer` per result and a host `run_loop` of its body (an entry function), and
 // `wait` runs on every device used, in order of first use. Ops without a device use
 // `ScheduleOptions::device`, so an unplaced module schedules exactly as on one device.
 //
@@ -196,6 +197,25 @@ private:
         if (op->attrs().has("reduce")) c.set("reduce", op->attrs().getStr("reduce"));
         if (op->attrs().has("axis")) c.set("axis", op->attrs().getInt("axis"));
         insertOp(f, op, OpKind::Collective, operands, std::move(c), {}, op->loc());
+        for (size_t r = 0; r < op->numResults(); ++r)
+          op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
+        op->dropOperands();
+        f.erase(op);
+        continue;
+      }
+      // A loop runs on the host: `run_loop` calls its body (scheduled like any function)
+      // per iteration and writes the final carried values into buffers on the loop's device.
+      if (op->kind() == OpKind::Loop) {
+        std::vector<Value*> operands = op->operands();
+        for (size_t r = 0; r < op->numResults(); ++r) {
+          Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(device),
+                           {op->result(r)->type()}, op->loc());
+          operands.push_back(a->result());
+        }
+        Attrs l;
+        l.set("body", op->attrs().getStr("body"));
+        l.set("carried", op->attrs().getInt("carried"));
+        insertOp(f, op, OpKind::RunLoop, operands, std::move(l), {}, op->loc());
         for (size_t r = 0; r < op->numResults(); ++r)
           op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
         op->dropOperands();

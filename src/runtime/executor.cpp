@@ -363,6 +363,15 @@ bool overlaps(const HostTensor& a, const HostTensor& b) {
          pb < pa + a.byteSize();
 }
 
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// How deep host-side loops nest (a loop in a loop body, ...).
+constexpr int kMaxLoopDepth = 16;
+
 Result<uint64_t> byteCount(ElemType elem, const std::vector<int64_t>& shape, const Loc& loc) {
   uint64_t n = static_cast<uint64_t>(elemTypeBytes(elem));
   for (int64_t d : shape)
@@ -390,13 +399,6 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     KILN_CHECK(ranks_->shareInputs(shared, f.loc()));
   }
   const std::vector<HostTensor>& inputs = ranks_ ? shared : callerInputs;
-  SymbolBinding binding;
-  KILN_CHECK(bindArguments(f, inputs, binding));
-  // Sizes for allocating: the binding, and each data-dependent symbol not bound yet at the top
-  // of its range (docs/ir.md, "Data-dependent dims").
-  SymbolBinding upper = binding;
-  for (const auto& [name, info] : program_->host->symbols().all())
-    if (info.dataDependent) upper.emplace(name, info.hi);
   stats_ = CallStats{};
   if (profiling_) ++profiledCalls_;
   for (auto& d : devices_) {
@@ -407,6 +409,23 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     d->signaled = 0;
     d->device->resetPeak();
   }
+  KILN_TRY(std::vector<HostTensor> results, run(f, plan, inputs, 0));
+  for (auto& d : devices_)
+    if (d->device) stats_.peakBytes += d->device->memoryStats().peakBytes;
+  return results;
+}
+
+// One function's steps over inputs: the entry function of a call, or (depth > 0) the body of
+// a host-side loop, called once per iteration on the same devices.
+Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
+                                              const std::vector<HostTensor>& inputs, int depth) {
+  SymbolBinding binding;
+  KILN_CHECK(bindArguments(f, inputs, binding));
+  // Sizes for allocating: the binding, and each data-dependent symbol not bound yet at the top
+  // of its range (docs/ir.md, "Data-dependent dims").
+  SymbolBinding upper = binding;
+  for (const auto& [name, info] : program_->host->symbols().all())
+    if (info.dataDependent) upper.emplace(name, info.hi);
 
   std::vector<Slot> slots(plan.slots);
   // A device with an asynchronous queue may still run work on this call's buffers when the
@@ -500,10 +519,6 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
     if (!s.owned) return std::nullopt;
     s.buffer = s.owned.get();
     return s;
-  };
-  auto finish = [&]() {
-    for (auto& d : devices_)
-      if (d->device) stats_.peakBytes += d->device->memoryStats().peakBytes;
   };
   // Over ranks: a transfer's wait, for its timeout error.
   auto transferWait = [&](const Step& st, size_t from, size_t index) {
@@ -661,6 +676,60 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
       break;
     }
     case OpKind::Wait: KILN_CHECK(flushDevice(st.device)); break;
+    case OpKind::RunLoop: {
+      // The loop's values come back to the host; each iteration runs the body's own steps.
+      if (ranks_) return error(op.loc(), "run_loop: a host-side loop does not run over ranks");
+      if (depth >= kMaxLoopDepth)
+        return error(op.loc(), "run_loop: loops nest more than " + std::to_string(kMaxLoopDepth) +
+                                   " deep");
+      const std::string& name = op.attrs().getStr("body");
+      auto carried = static_cast<size_t>(op.attrs().getInt("carried"));
+      auto bodyPlan = plans_.find(name);
+      const Func* body = program_->entry(name);
+      if (!body || bodyPlan == plans_.end() || st.operands.size() < 2 * carried + 2)
+        return error(op.loc(), "run_loop: no entry function @" + name + " for its " +
+                                   std::to_string(carried) + " carried values");
+      size_t numIn = st.operands.size() - carried;
+      std::vector<HostTensor> in;
+      for (size_t i = 0; i < numIn; ++i) {
+        KILN_TRY(Slot * s, slotOf(st, i));
+        KILN_CHECK(flushDevice(s->device));
+        HostTensor t = HostTensor::uninitialized(s->elem, s->shape);
+        KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
+        in.push_back(std::move(t));
+      }
+      if (in[0].numElements() != 1 || in[1].numElements() != 1)
+        return error(op.loc(), "run_loop: the most iterations and the condition must be one "
+                               "element each");
+      int64_t most = in[0].getI(0);
+      bool cond = in[1].getI(0) != 0;
+      for (int64_t i = 0; cond && i < most; ++i) {
+        if (i == kMaxLoopIterations)
+          return error(op.loc(), "the loop runs more than " + std::to_string(kMaxLoopIterations) +
+                                     " iterations, kiln's limit");
+        in[0] = HostTensor(ElemType::I64, {});
+        in[0].setI(0, i);
+        in[1] = HostTensor(ElemType::I1, {});
+        in[1].setI(0, 1);
+        KILN_TRY(std::vector<HostTensor> out, run(*body, *bodyPlan->second, in, depth + 1));
+        if (out.size() != carried + 1 || out[0].numElements() != 1)
+          return error(op.loc(), "run_loop: the body @" + name + " returned " +
+                                     std::to_string(out.size()) + " values, not " +
+                                     std::to_string(carried + 1));
+        cond = out[0].getI(0) != 0;
+        for (size_t k = 0; k < carried; ++k) in[2 + k] = std::move(out[1 + k]);
+      }
+      for (size_t k = 0; k < carried; ++k) {
+        KILN_TRY(Slot * o, slotOf(st, numIn + k));
+        const HostTensor& v = in[2 + k];
+        if (v.shape() != o->shape || v.elem() != o->elem)
+          return error(op.loc(), "run_loop: carried value " + std::to_string(k) + " ends as " +
+                                     shapeText(v.shape()) + ", not the loop's result shape " +
+                                     shapeText(o->shape));
+        KILN_CHECK(o->buffer->write(0, v.data(), v.byteSize()));
+      }
+      break;
+    }
     case OpKind::BindSymbol: {
       // The value the launch before wrote: the device finishes first.
       KILN_TRY(Slot * from, slotOf(st, 0));
@@ -809,7 +878,6 @@ Result<std::vector<HostTensor>> Executor::call(const std::string& function,
         KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
         results.push_back(std::move(t));
       }
-      finish();
       return results;
     }
     default:

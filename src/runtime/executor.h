@@ -96,6 +96,8 @@ private:
   Result<size_t> deviceIndex(const std::string& spec, const Loc& loc);
   Status flushDevice(size_t d);
   Result<std::unique_ptr<Plan>> prepare(const Func& f);
+  Result<std::vector<HostTensor>> run(const Func& f, Plan& plan,
+                                      const std::vector<HostTensor>& inputs, int depth);
   Result<hal::Buffer*> weightBuffer(const std::string& name, size_t device, const Loc& loc);
   bool runsHere(const Plan& plan, const Step& st) const;
 

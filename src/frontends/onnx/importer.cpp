@@ -173,23 +173,27 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
   b.createUnchecked(OpKind::Return, results, {}, {});
   f->setResultTypes(resultTypes);
 
-  // Shape computations that were resolved at import time leave dead ops behind.
-  std::vector<Op*> ops = f->opsSnapshot();
-  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-    Op* op = *it;
-    if (op->has(kSideEffects)) continue;
-    bool used = false;
-    for (size_t i = 0; i < op->numResults(); ++i) used = used || op->result(i)->hasUses();
-    if (!used) f->erase(op);
+  // Shape computations that were resolved at import time leave dead ops behind (in @main
+  // and in the bodies of host-side loops).
+  for (const auto& fn : module_->funcs()) {
+    std::vector<Op*> ops = fn->opsSnapshot();
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+      Op* op = *it;
+      if (op->has(kSideEffects)) continue;
+      bool used = false;
+      for (size_t i = 0; i < op->numResults(); ++i) used = used || op->result(i)->hasUses();
+      if (!used) fn->erase(op);
+    }
   }
-  for (const auto& op : f->ops()) {
-    if (op->kind() != OpKind::Weight) continue;
-    // Weights are declared only when they survive folding and dead-op removal.
-    auto it = c.pendingWeights.find(op->attrs().getStr("name"));
-    if (it == c.pendingWeights.end() || out_.weights.count(it->first)) continue;
-    KILN_CHECK(module_->addWeight(it->second.first));
-    out_.weights[it->first] = it->second.second;
-  }
+  for (const auto& fn : module_->funcs())
+    for (const auto& op : fn->ops()) {
+      if (op->kind() != OpKind::Weight) continue;
+      // Weights are declared only when they survive folding and dead-op removal.
+      auto it = c.pendingWeights.find(op->attrs().getStr("name"));
+      if (it == c.pendingWeights.end() || out_.weights.count(it->first)) continue;
+      KILN_CHECK(module_->addWeight(it->second.first));
+      out_.weights[it->first] = it->second.second;
+    }
   out_.module = std::move(module_);
   return std::move(out_);
 }

@@ -5,13 +5,15 @@
 // names are dropped when it ends. If imports only the taken branch when its condition is
 // known at import; otherwise both branches run and each output is a select on the
 // condition. Loop is unrolled when its trip count and condition are known at import
-// (each iteration's condition must fold); Scan is unrolled over its static sequence length.
+// (each iteration's condition must fold), and otherwise runs on the host side of the
+// schedule: its body becomes a function of the module that a `loop` op calls (hostLoop);
+// Scan is unrolled over its static sequence length.
 // Unrolling stops with an error past kMaxIterations iterations of one loop,
 // kMaxSubgraphNodes converted subgraph nodes in the whole model, or kMaxSubgraphWeightBytes
 // of large values folded inside subgraphs, so a fuzzed model cannot hang the importer or
-// exhaust memory. A loop whose trip count or condition depends on
-// run-time data is an error: running it on the host side of the schedule is future work.
+// exhaust memory.
 #include <algorithm>
+#include <set>
 
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/tensor.h"
@@ -182,6 +184,163 @@ Val boolScalar(Ctx& c, bool v) {
   return c.constant(std::move(t));
 }
 
+// The names a graph reads (node inputs, in nested subgraphs too) that none of its scopes
+// defines: the enclosing graphs' values it captures.
+void freeNames(const pb::GraphProto& g, std::set<std::string>& defined, std::set<std::string>& out) {
+  std::set<std::string> inner = defined;
+  for (const auto& i : g.input()) inner.insert(i.name());
+  for (const auto& t : g.initializer()) inner.insert(t.name());
+  for (const auto& node : g.node()) {
+    for (const auto& in : node.input())
+      if (!in.empty() && !inner.count(in)) out.insert(in);
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) freeNames(a.g(), inner, out);
+      for (const auto& sub : a.graphs()) freeNames(sub, inner, out);
+    }
+    for (const auto& o : node.output()) inner.insert(o);
+  }
+  for (const auto& o : g.output())
+    if (!inner.count(o.name())) out.insert(o.name());
+}
+
+// A Loop whose trip count or condition is only known at run time: the body becomes a
+// function of the module, @<node>_body(iteration, condition, carried..., captured...), and
+// the node a `loop` op that the schedule runs on the host side, calling the compiled body
+// once per iteration. The carried values keep their types; scan outputs (whose length would
+// be the run-time iteration count) are not supported yet. Captured values known at import
+// (up to kMaxInlinedCapture elements) are constants inside the body; the others are passed
+// in as loop-invariant operands.
+constexpr int64_t kMaxInlinedCapture = 4096;
+
+Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
+  if (k > 0)
+    return c.err("the loop has " + std::to_string(k) + " scan output(s) and a trip count or "
+                 "condition known only at run time; kiln runs such loops on the host side but "
+                 "not yet with scan outputs (their length is the iteration count)");
+  if (c.subgraphDepth > 0)
+    return c.err("a loop with a run-time trip count or condition inside another subgraph is not "
+                 "supported (kiln unrolls the enclosing one at import)");
+  Val most = c.scalar(ElemType::I64, 0);
+  if (c.hasInput(0)) {
+    KILN_TRY(most, c.input(0));
+  } else {
+    most = c.constant([] {
+      HostTensor t(ElemType::I64, {});
+      t.setI(0, INT64_MAX);
+      return t;
+    }());
+  }
+  Val cond = c.scalar(ElemType::I1, 1);
+  if (c.hasInput(1)) {
+    KILN_TRY(cond, c.input(1));
+  }
+  if (most.type().numElements() != std::optional<int64_t>(1) || !isInteger(most.elem()))
+    return c.err("the trip count M must be one integer, not " + most.type().str());
+  if (cond.type().numElements() != std::optional<int64_t>(1))
+    return c.err("the condition must hold one element, not " + cond.type().str());
+  KILN_TRY(most, c.cast(most, ElemType::I64));
+  KILN_TRY(most, reshapeTo(c, most, {}));
+  KILN_TRY(cond, c.cast(cond, ElemType::I1));
+  KILN_TRY(cond, reshapeTo(c, cond, {}));
+  std::vector<Val> carried;
+  for (size_t i = 0; i < n; ++i) {
+    KILN_TRY(Val v, c.input(i + 2));
+    carried.push_back(v);
+  }
+  if (carried.empty()) return ok(); // nothing comes out of it
+
+  // The captured values: inlined when known and small, else loop-invariant operands.
+  std::set<std::string> defined, free;
+  freeNames(g, defined, free);
+  std::vector<std::pair<std::string, Val>> inlined, invariant;
+  for (const std::string& name : free) {
+    auto it = c.values.find(name);
+    if (it == c.values.end()) continue; // convertNodes reports it inside the body
+    const Val& v = it->second;
+    if (v.value && v.value->numElements() <= kMaxInlinedCapture)
+      inlined.emplace_back(name, v);
+    else
+      invariant.emplace_back(name, v);
+  }
+
+  std::string base = identifier(c.node().name().empty() ? c.node().output(0) : c.node().name(),
+                                "loop") + "_body";
+  std::string fname = base;
+  for (int i = 1; c.module().lookupFunc(fname); ++i) fname = base + "_" + std::to_string(i);
+  Func* body = c.module().addFunc(std::make_unique<Func>(fname, c.loc()));
+  Ctx b(c.module(), *body, c.file(), c.options(), c.opset());
+  b.baseDir = c.baseDir;
+  b.foldLimit = c.foldLimit;
+  b.quantizedWeights = c.quantizedWeights;
+  b.pendingWeights = std::move(c.pendingWeights); // one namespace of weights
+  b.subgraphDepth = 1;
+  b.subgraphNodes = c.subgraphNodes;
+  Status s = [&]() -> Status {
+    b.setNode(&c.node());
+    auto arg = [&](const std::string& name, const Type& t) {
+      b.values[name] = Val{body->addArg(t, identifier(name, "arg")), std::nullopt, std::nullopt};
+    };
+    arg(g.input(0).name(), Type(ElemType::I64, {}));
+    arg(g.input(1).name(), Type(ElemType::I1, {}));
+    for (size_t i = 0; i < n; ++i) arg(g.input(static_cast<int>(i + 2)).name(), carried[i].type());
+    for (const auto& [name, v] : invariant) arg(name, v.type());
+    for (const auto& [name, v] : inlined) {
+      Val inner = b.constant(*v.value);
+      inner.sym = v.sym;
+      b.values[name] = inner;
+    }
+    for (const auto& t : g.initializer()) KILN_CHECK(addInitializer(b, t));
+    KILN_CHECK(convertNodes(b, g));
+    b.setNode(&c.node());
+    std::vector<Value*> results;
+    std::vector<Type> types;
+    for (int i = 0; i < g.output_size(); ++i) {
+      auto it = b.values.find(g.output(i).name());
+      if (it == b.values.end())
+        return b.err("the body's output '" + printable(g.output(i).name()) + "' is never computed");
+      Val v = it->second;
+      if (i == 0) {
+        if (v.type().numElements() != std::optional<int64_t>(1))
+          return b.err("the body's condition must hold one element, not " + v.type().str());
+        KILN_TRY(v, b.cast(v, ElemType::I1));
+        KILN_TRY(v, reshapeTo(b, v, {}));
+      } else if (v.type() != carried[static_cast<size_t>(i - 1)].type()) {
+        return b.err("the body changes loop-carried value " + std::to_string(i - 1) + " from " +
+                     carried[static_cast<size_t>(i - 1)].type().str() + " to " + v.type().str() +
+                     "; a loop that runs on the host side keeps each carried value's type");
+      }
+      results.push_back(v.v);
+      types.push_back(v.type());
+    }
+    Builder bb(body);
+    bb.setLoc(c.loc());
+    bb.createUnchecked(OpKind::Return, results, {}, {});
+    body->setResultTypes(types);
+    return ok();
+  }();
+  c.pendingWeights = std::move(b.pendingWeights);
+  c.subgraphNodes = b.subgraphNodes;
+  c.setNode(&c.node());
+  if (!s.ok()) {
+    Diags d = s.takeDiags();
+    if (!d.list.empty()) d.list[0].notes.push_back(note(c.loc(), "in the body of this Loop node"));
+    return d;
+  }
+
+  std::vector<Val> operands = {most, cond};
+  operands.insert(operands.end(), carried.begin(), carried.end());
+  for (const auto& [name, v] : invariant) operands.push_back(v);
+  std::vector<Type> types;
+  for (const Val& v : carried) types.push_back(v.type());
+  Attrs a;
+  a.set("body", fname);
+  a.set("carried", static_cast<int64_t>(n));
+  KILN_TRY(Val first, c.op(OpKind::Loop, operands, std::move(a), types));
+  Op* op = first.v->def();
+  for (size_t i = 0; i < n && i < c.numOutputs(); ++i) c.setOutput(i, Val{op->result(i), {}, {}});
+  return ok();
+}
+
 Status loopOp(Ctx& c) {
   KILN_TRY(const pb::GraphProto* body, graphAttr(c, "body"));
   const int nodeInputs = c.node().input_size();
@@ -200,14 +359,15 @@ Status loopOp(Ctx& c) {
     return c.err("the node has " + std::to_string(c.numOutputs()) + " outputs; the body gives " +
                  std::to_string(n + k));
 
-  const std::string later = "; kiln unrolls loops at import (a loop on the host side of the "
-                            "schedule is future work)";
+  // A trip count or initial condition known only at run time: the loop runs on the host.
+  for (size_t i = 0; i < 2; ++i) {
+    if (!c.hasInput(i)) continue;
+    KILN_TRY(Val v, c.input(i));
+    if (!v.value) return hostLoop(c, *body, n, k);
+  }
   std::optional<int64_t> trip;
   if (c.hasInput(0)) {
     KILN_TRY(Val m, c.input(0));
-    if (!m.value)
-      return c.err("the trip count M (input '" + printable(c.node().input(0)) +
-                   "') depends on run-time data" + later);
     if (m.value->numElements() != 1 || !isInteger(m.elem()))
       return c.err("the trip count M must be one integer, not " + m.type().str());
     trip = m.value->getI(0);
@@ -215,9 +375,6 @@ Status loopOp(Ctx& c) {
   bool cond = true;
   if (c.hasInput(1)) {
     KILN_TRY(Val v, c.input(1));
-    if (!v.value)
-      return c.err("the initial condition (input '" + printable(c.node().input(1)) +
-                   "') depends on run-time data" + later);
     KILN_TRY(cond, knownBool(c, v, "the condition"));
   }
   std::vector<Val> carried;
@@ -234,10 +391,8 @@ Status loopOp(Ctx& c) {
     in.insert(in.end(), carried.begin(), carried.end());
     KILN_TRY(auto outs,
              importSubgraph(c, *body, in, "the body in iteration " + std::to_string(it)));
-    if (!outs[0].value)
-      return c.err("the condition computed by the body (output '" +
-                   printable(body->output(0).name()) + "') depends on run-time data in iteration " +
-                   std::to_string(it) + later);
+    // A condition that depends on run-time data: the loop runs on the host after all.
+    if (!outs[0].value) return hostLoop(c, *body, n, k);
     KILN_TRY(cond, knownBool(c, outs[0], "the body's condition"));
     for (size_t i = 0; i < n; ++i) carried[i] = outs[1 + i];
     for (size_t i = 0; i < k; ++i) scans[i].push_back(outs[1 + n + i]);

@@ -306,6 +306,23 @@ Types nonMaxSuppression(const Ctx& c) {
   return one(Type(ElemType::I64, {n, Dim(3)}));
 }
 
+// The loop's results: its carried values, whose types the body keeps.
+Types loop(const Ctx& c) {
+  int64_t carried = c.attrs.getInt("carried");
+  if (carried < 1 || static_cast<size_t>(carried) + 2 > c.ops.size())
+    return c.err("carried = " + std::to_string(carried) + " but there are " +
+                 std::to_string(c.ops.size()) + " operands (the most iterations, the condition, "
+                 "at least one carried value, then the invariants)");
+  for (size_t i = 0; i < 2; ++i) {
+    std::optional<int64_t> n = c.ops[i].numElements();
+    ElemType want = i == 0 ? ElemType::I64 : ElemType::I1;
+    if (c.ops[i].elem() != want || c.ops[i].rank() > 1 || (n && *n != 1))
+      return c.err(std::string(i == 0 ? "the most iterations" : "the condition") +
+                   " must be one " + std::string(elemTypeName(want)) + ", got " + c.ops[i].str());
+  }
+  return std::vector<Type>(c.ops.begin() + 2, c.ops.begin() + 2 + carried);
+}
+
 // The batch dims of square matrices.
 Types det(const Ctx& c) {
   const Type& x = c.ops[0];
@@ -935,6 +952,7 @@ Types infer(const Ctx& c) {
   case OpKind::NonZero: return nonZero(c);
   case OpKind::Unique: return unique(c);
   case OpKind::NonMaxSuppression: return nonMaxSuppression(c);
+  case OpKind::Loop: return loop(c);
   case OpKind::Cumsum:
   case OpKind::Softmax:
   case OpKind::LogSoftmax: return alongAxis(c);
@@ -984,6 +1002,7 @@ Types infer(const Ctx& c) {
   case OpKind::Launch:
   case OpKind::Collective:
   case OpKind::BindSymbol:
+  case OpKind::RunLoop:
   case OpKind::Wait: return std::vector<Type>{};
   // A dispatch's results are its kernel's (the verifier compares them, it sees the module);
   // kernel-level ops are typed by the kernel verifier.

@@ -20,5 +20,6 @@ KernelResult kernelLoadConstant(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelWait(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelCollective(const KernelCtx& c) { return hostOp(c); }
 KernelResult kernelBindSymbol(const KernelCtx& c) { return hostOp(c); }
+KernelResult kernelRunLoop(const KernelCtx& c) { return hostOp(c); }
 
 } // namespace kiln::interp

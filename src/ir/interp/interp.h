@@ -18,6 +18,10 @@ namespace kiln {
 Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostTensor>& inputs,
                                           WeightStore& weights);
 
+// The most iterations one `loop` runs (interpreter and executor): a model whose loop would
+// run longer gets an error, not a hang.
+inline constexpr int64_t kMaxLoopIterations = int64_t(1) << 20;
+
 // Like interpret, starting from symbols already bound (a runtime kernel receives the
 // caller's binding, so result dims may use symbols its own inputs do not carry).
 Result<std::vector<HostTensor>> interpretBound(const Func& f, const std::vector<HostTensor>& inputs,

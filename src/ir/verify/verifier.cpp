@@ -433,6 +433,7 @@ private:
     }
 
     if (op.kind() == OpKind::Dispatch) checkDispatch(op);
+    if (op.kind() == OpKind::Loop || op.kind() == OpKind::RunLoop) checkLoopBody(op);
     if (op.kind() == OpKind::Weight) {
       std::string w = op.attrs().getStr("name");
       const WeightDecl* decl = m_ ? m_->lookupWeight(w) : nullptr;
@@ -483,6 +484,34 @@ private:
   }
 
   // T5
+  // A loop's body: a function of the module taking (i64 iteration, i1 condition, carried...,
+  // invariants...) and returning (i1 condition, carried...), the carried types unchanged.
+  void checkLoopBody(const Op& op) {
+    std::string b = op.attrs().getStr("body");
+    const Func* body = m_ ? m_->lookupFunc(b) : nullptr;
+    if (!body) return opError(op, "the loop body @" + b + " is not defined");
+    if (body == &f_) return opError(op, "the loop body @" + b + " is the function itself");
+    size_t carried = static_cast<size_t>(std::max<int64_t>(op.attrs().getInt("carried"), 0));
+    size_t inputs = op.kind() == OpKind::RunLoop ? op.numOperands() - carried : op.numOperands();
+    if (body->numArgs() != inputs || body->resultTypes().size() != carried + 1)
+      return opError(op, "the loop body @" + b + " takes " + std::to_string(body->numArgs()) +
+                             " arguments and returns " +
+                             std::to_string(body->resultTypes().size()) + " values; the loop needs " +
+                             std::to_string(inputs) + " and " + std::to_string(carried + 1));
+    for (size_t i = 0; i < inputs; ++i)
+      if (!compatible(body->arg(i)->type(), op.operand(i)->type(), syms_))
+        return opError(op, "loop operand " + std::to_string(i) + " has type " +
+                               op.operand(i)->type().str() + " but the body @" + b + " takes " +
+                               body->arg(i)->type().str());
+    if (body->resultTypes()[0] != Type(ElemType::I1, {}))
+      return opError(op, "the loop body @" + b + " must return the condition (tensor<i1>) first");
+    for (size_t k = 0; k < carried; ++k)
+      if (!compatible(body->resultTypes()[k + 1], op.operand(k + 2)->type(), syms_))
+        return opError(op, "the loop body @" + b + " returns carried value " + std::to_string(k) +
+                               " as " + body->resultTypes()[k + 1].str() + ", not its type " +
+                               op.operand(k + 2)->type().str());
+  }
+
   void checkDispatch(const Op& op) {
     std::string k = op.attrs().getStr("kernel");
     const Func* callee = m_ ? m_->lookupFunc(k) : nullptr;
