@@ -10,8 +10,11 @@
 // `launch` evaluates its grid and push constants and records a dispatch into the device's
 // pending command buffer, `free` releases a buffer after submitting the pending work that may
 // read it, `wait` submits the pending work and waits on the device's timeline semaphore,
-// `return` waits for every device and reads the results back. One executor runs one call at a
-// time.
+// `return` waits for every device and reads the results back. `bind_symbol` reads a
+// data-dependent dim back and binds it (buffers allocated before at the top of its range take
+// their real shape); `run_loop` reads its operands back and runs the body function's own
+// steps once per iteration (run(), nested), then writes the carried values into its output
+// buffers. One executor runs one call at a time.
 //
 // Donation (`%cache: ... donate 1`, docs/donation.md): the call writes result 1 into argument
 // %cache's storage. When the argument's tensor is writable (HostTensor::writable) and the
