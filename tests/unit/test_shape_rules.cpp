@@ -556,6 +556,10 @@ TEST_CASE("every op in ops.def has a rule that accepts a well-formed use") {
                  {"spatial_scale", 1.0},
                  {"aligned", int64_t{1}}});
       break;
+    case OpKind::Loop:
+      ops = {T({}, ElemType::I64), T({}, ElemType::I1), T({2, 2})};
+      a = attrs({{"body", std::string("body")}, {"carried", int64_t{1}}});
+      break;
     case OpKind::NonZero: declared = {Type(ElemType::I64, {Dim(2), sym("nz")})}; break;
     case OpKind::Unique: {
       Type u(ElemType::I64, {sym("nz")});
