@@ -24,7 +24,9 @@
 //                              that dispatch's loads, so it is never materialized
 //   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
 //                              it when that dispatch's outputs have the anchor's shape (the
-//                              elementwise chain becomes the anchor's epilogue)
+//                              elementwise chain becomes the anchor's epilogue); a matmul
+//                              only when that epilogue is pointwise over its result
+//                              (epilogueIsPointwise, codegen.h)
 // and two restrictions. FusionRules::transcendentalIntoContraction (off on every target): a
 // transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
