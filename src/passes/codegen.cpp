@@ -88,14 +88,10 @@ Func* dispatchKernel(const Module& m, const Op& dispatch) {
   return m.lookupFunc(dispatch.attrs().getStr("kernel"));
 }
 
-namespace {
-
-// Every op that depends on `anchor` is elementwise over exactly the output shape, so the
-// matmul's value at an output position is all an epilogue needs.
-bool epilogueIsPointwise(const Func& k, const Op* anchor, const Shape& out) {
+bool epilogueIsPointwise(const std::vector<const Op*>& ops, const Op* anchor, const Shape& out) {
   std::set<const Value*> dep{anchor->result(0)};
-  for (const auto& op : k.ops()) {
-    if (op.get() == anchor || op->has(kTerminator)) continue;
+  for (const Op* op : ops) {
+    if (op == anchor || op->has(kTerminator)) continue;
     bool uses = false;
     for (const Value* v : op->operands()) uses |= dep.count(v) > 0;
     if (!uses) continue;
@@ -106,8 +102,6 @@ bool epilogueIsPointwise(const Func& k, const Op* anchor, const Shape& out) {
   }
   return true;
 }
-
-} // namespace
 
 KernelShape analyzeKernel(const Func& k) {
   KernelShape s;
@@ -159,7 +153,9 @@ KernelShape analyzeKernel(const Func& k) {
     const Type& a = op->operand(0)->type();
     const Type& b = op->operand(1)->type();
     if (a.rank() < 2 || b.rank() < 2 || op->result(0)->type().shape() != s.outShape) continue;
-    if (!epilogueIsPointwise(k, op.get(), s.outShape)) continue;
+    std::vector<const Op*> ops;
+    for (const auto& o : k.ops()) ops.push_back(o.get());
+    if (!epilogueIsPointwise(ops, op.get(), s.outShape)) continue;
     s.strategy = Strategy::Matmul;
     s.anchor = op.get();
     s.aElem = a.elem();

@@ -65,6 +65,11 @@ struct KernelShape {
   std::vector<ElemType> rowAccElems;
 };
 KernelShape analyzeKernel(const Func& k);
+// True when every op of `ops` (in program order) that depends on `anchor`'s result is
+// elementwise over exactly `out` and reads those dependencies at `out`'s shape, so the
+// anchor's value at an output position is all they need: a Matmul kernel's epilogue.
+// analyzeKernel asks it of a kernel, fuse of a group before a matmul joins it.
+bool epilogueIsPointwise(const std::vector<const Op*>& ops, const Op* anchor, const Shape& out);
 // Fills `s.rowDims` and `s.rowAccElems` of a pointwise kernel (analyzeKernel calls it; it is
 // defined with the strategy that uses it, lower/reduction_gpu.cpp).
 void analyzeRowReductions(const Func& k, KernelShape& s);

@@ -24,7 +24,9 @@
 //                              that dispatch's loads, so it is never materialized
 //   elementwise-into-producer  an anchor whose users are all in one anchor-free dispatch joins
 //                              it when that dispatch's outputs have the anchor's shape (the
-//                              elementwise chain becomes the anchor's epilogue)
+//                              elementwise chain becomes the anchor's epilogue); a matmul
+//                              only when that epilogue is pointwise over its result
+//                              (epilogueIsPointwise, codegen.h)
 // and two restrictions. FusionRules::transcendentalIntoContraction (off on every target): a
 // transcendental op (exp, silu, tanh, ...) does not join a contraction's operands, where it
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
@@ -204,6 +206,15 @@ private:
     return true;
   }
 
+  // g's ops in program order.
+  std::vector<const Op*> membersOf(int g) const {
+    std::vector<size_t> idx = groups_[static_cast<size_t>(g)];
+    std::sort(idx.begin(), idx.end());
+    std::vector<const Op*> members;
+    for (size_t i : idx) members.push_back(ops_[i]);
+    return members;
+  }
+
   const Op* anchorOf(int g) const {
     for (size_t i : groups_[static_cast<size_t>(g)])
       if (isAnchor(*ops_[i])) return ops_[i];
@@ -272,7 +283,13 @@ private:
       // The attention strategy stores the op's result itself: no epilogue.
       if (op.kind() == OpKind::Attention) return false;
       // The group's outputs must span the anchor's iteration space.
-      if (!outputsHaveShape(g, op.result(0)->type().shape())) return false;
+      const Shape& shape = op.result(0)->type().shape();
+      if (!outputsHaveShape(g, shape)) return false;
+      // A matmul joins only an epilogue the matmul strategies run (analyzeKernel): one
+      // pointwise over its result. Behind a view (a transpose, even one that a later
+      // transpose undoes) the kernel would be `rows`, one scalar dot product per output.
+      if (op.kind() == OpKind::Matmul && !epilogueIsPointwise(membersOf(g), &op, shape))
+        return false;
     }
     return convexWith(op, g);
   }

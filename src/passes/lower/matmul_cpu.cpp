@@ -16,6 +16,7 @@
 //                                                     for strips, micro-tiles: reg += a * b
 //                                                    epilogue: the block's valid outputs
 #include <algorithm>
+#include <set>
 
 #include "passes/lower/kernel_builder.h"
 #include "passes/lower/strategy.h"
@@ -55,6 +56,22 @@ bool transposedB(const Value* b) {
     }
   }
   return kd == b->type().rank() - 1;
+}
+
+// True when an element of `a` costs more than a load: some op of the kernel on its def
+// chain is not a view (a LayerNorm or GELU prologue of the matmul).
+bool computedOperand(const Value* a) {
+  std::vector<const Value*> stack{a};
+  std::set<const Value*> seen;
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    const Op* d = v->def();
+    if (!d || !seen.insert(v).second) continue;
+    if (!d->has(kView)) return true;
+    for (const Value* o : d->operands()) stack.push_back(o);
+  }
+  return false;
 }
 
 } // namespace
@@ -146,6 +163,10 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // transposed B). Columns past the block's valid ones are never written: they read 0.
   Value* pack = priv({Dim(NC / NR), Dim(KC), Dim(NR)});
   bool transposed = transposedB(B);
+  // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
+  // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
+  // that reads it (N / NR times per element).
+  Value* apack = computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
@@ -176,11 +197,16 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     // no vectorizer runs across rows (gathers of A and scatters of the accumulators).
     for (int64_t r = 0; r < mr; ++r) {
       a = kb.cst(r);
-      oix = batch;
-      oix.push_back(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a)));
-      oix.push_back(n0);
-      KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
-      Value* av = kb.castTo(aval, ae);
+      Value* av = nullptr;
+      if (packed && apack) {
+        av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
+      } else {
+        oix = batch;
+        oix.push_back(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a)));
+        oix.push_back(n0);
+        KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+        av = kb.castTo(aval, ae);
+      }
       b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
       Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
       kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
@@ -256,6 +282,17 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         kb.endFor();
       }
     }
+  }
+  if (apack) { // rows of the block's A slice, contiguous along k
+    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+    std::vector<Value*> oix = batch;
+    oix.push_back(kb.idx(OpKind::IAdd, m0, i));
+    oix.push_back(n0);
+    KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+    kb.st(kb.castTo(aval, ae), apack, {i, kb.idx(OpKind::ISub, k, k0)});
+    kb.endFor();
+    kb.endFor();
   }
   KILN_CHECK(strips(true, k0, kEnd));
   kb.endFor();
