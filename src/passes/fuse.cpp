@@ -31,13 +31,11 @@
 // FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's
 // result and shape (a conv's bias, residual add, activation) does not join a consumer
 // dispatch anchored by a pad, concat or pool, which the matmul cannot join: it stays the
-// matmul's epilogue. On CPU targets, an elementwise op that computes the A operand (the
-// rows) of a matmul with more than 8 rows does not join it (computesGemmRows): the GEMM
-// strategy loads each A element once per NR-column strip, so a fused prologue (a layer
-// norm's normalization, a GELU's x * (1 + erf(x / sqrt 2)) / 2) was recomputed N / NR
-// times per element (72 times in ViT-B/16's QKV projection). It is computed once instead,
-// in its own dispatch or as the epilogue of the matmul before it. A decode step's few rows
-// keep their prologue (each A element is loaded once per column block there).
+// matmul's epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU targets): an
+// elementwise op that computes the A operand (the rows) of a matmul with more than 8 rows
+// does not join it (computesGemmRows), where the GEMM would recompute it for every
+// NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
+// matmul before it.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
@@ -316,7 +314,7 @@ private:
       if (!rules_.elementwiseIntoConsumer) return false;
       if (!rules_.transcendentalIntoContraction && isTranscendental(op))
         if (hasContraction(g)) return false;
-      if (opts_.target.cpu && computesGemmRows(op, g)) return false;
+      if (!rules_.elementwiseIntoGemmRows && computesGemmRows(op, g)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The attention strategy stores the op's result itself: no epilogue.
