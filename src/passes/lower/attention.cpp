@@ -6,9 +6,8 @@
 // Matches:  a kernel whose one result is an `attention` with a static head dim
 //           (Strategy::Attention, codegen.cpp).
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
-//           one (batch, head); cpu: one thread per workgroup, rows = one f32 vector, at
-//           least 8 (the keys and values a block reads stay in L1 across its rows; fewer
-//           when there are fewer queries);
+//           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
+//           a block reads stay in L1 across its rows; fewer when there are fewer queries);
 //           gpu: 64 threads, one row each; with at most 4 query rows on a gpu with
 //           subgroups, AttentionPlan{1, threads, subgroup}: the split-key kernel of
 //           attention_split.cpp (one workgroup per row, its keys over the subgroups).
@@ -45,16 +44,11 @@ bool matchAttention(const KernelRef& k, const TargetDesc&) {
 
 std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
                                  const SymbolTable& syms) {
-  // cpu: one f32 vector of rows, at least 8 (16 with AVX-512: the per-row updates fill
-  // the vector, and each key and value row loaded serves twice the rows), or fewer when
-  // the queries are fewer (a decode step has one: rows past the end would be computed for
-  // nothing).
+  // cpu: 8 rows, or fewer when the queries are fewer (a decode step has one: rows past
+  // the end would be computed for nothing).
   const Type& q = s.anchor->operand(0)->type();
   int64_t queries = upperBound(q.dim(q.rank() - 2), syms);
-  if (t.cpu) {
-    int64_t rows = std::clamp<int64_t>(t.preferredVectorBits / 32, 8, 16);
-    return {AttentionPlan{std::min<int64_t>(rows, queries), 1}};
-  }
+  if (t.cpu) return {AttentionPlan{std::min<int64_t>(8, queries), 1}};
   int64_t threads = std::min<int64_t>({64, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
   AttentionPlan rows{1, threads};
   // Few queries (a decode step): one row per workgroup, its keys split over the
