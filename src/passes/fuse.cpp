@@ -33,7 +33,11 @@
 // FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's
 // result and shape (a conv's bias, residual add, activation) does not join a consumer
 // dispatch anchored by a pad, concat or pool, which the matmul cannot join: it stays the
-// matmul's epilogue.
+// matmul's epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU targets): an
+// elementwise op that computes the A operand (the rows) of a matmul with more than 8 rows
+// does not join it (computesGemmRows), where the GEMM would recompute it for every
+// NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
+// matmul before it.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
@@ -257,6 +261,50 @@ private:
            a->kind() != OpKind::Cumsum;
   }
 
+  // True when `op` (whose users are all in g) computes, directly or through g's views and
+  // elementwise ops, the A operand of g's matmul, and that matmul has more than 8 rows (a
+  // register block): M, times the batch when B has no batch dim above 1 (the cpu GEMM
+  // folds the batch into M), with symbolic sizes counted as many.
+  bool computesGemmRows(const Op& op, int g) const {
+    const Op* mm = nullptr;
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (ops_[i]->kind() == OpKind::Matmul) mm = ops_[i];
+    if (!mm) return false;
+    const Type& a = mm->operand(0)->type();
+    const Type& b = mm->operand(1)->type();
+    if (a.rank() < 2 || b.rank() < 2) return false;
+    const Shape& out = mm->result(0)->type().shape();
+    bool bBatched = false;
+    for (int64_t i = 0; i + 2 < b.rank(); ++i)
+      bBatched |= !(b.dim(i).isStatic() && b.dim(i).value() == 1);
+    int64_t rows = 1;
+    for (size_t i = bBatched ? out.size() - 2 : 0; i + 1 < out.size(); ++i) {
+      if (!out[i].isStatic()) return rowsReach(op, *mm);
+      rows = std::min<int64_t>(rows * out[i].value(), int64_t(1) << 40);
+    }
+    return rows > 8 && rowsReach(op, *mm);
+  }
+
+  // True when a path of uses from `op` reaches operand 0 of `mm` (users are in mm's group).
+  static bool rowsReach(const Op& op, const Op& mm) {
+    std::vector<const Op*> stack{&op};
+    std::set<const Op*> seen;
+    while (!stack.empty()) {
+      const Op* cur = stack.back();
+      stack.pop_back();
+      if (!seen.insert(cur).second) continue;
+      for (size_t r = 0; r < cur->numResults(); ++r)
+        for (const Use& u : cur->result(r)->uses()) {
+          if (u.user == &mm) {
+            if (u.operandIndex == 0) return true;
+          } else if (u.user->has(kElementwise) || u.user->has(kView)) {
+            stack.push_back(u.user);
+          }
+        }
+    }
+    return false;
+  }
+
   // Every value of g that a non-member reads has shape `shape`.
   bool outputsHaveShape(int g, const Shape& shape) const {
     for (size_t i : groups_[static_cast<size_t>(g)])
@@ -278,6 +326,7 @@ private:
       if (!rules_.elementwiseIntoConsumer) return false;
       if (!rules_.transcendentalIntoContraction && isTranscendental(op))
         if (hasContraction(g)) return false;
+      if (!rules_.elementwiseIntoGemmRows && computesGemmRows(op, g)) return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The attention strategy stores the op's result itself: no epilogue.

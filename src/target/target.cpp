@@ -47,6 +47,7 @@ const std::vector<TargetDesc>& table() {
       c.l2Bytes = bits >= 512 ? 2 * 1024 * 1024 : 1024 * 1024;
       c.wideAccumulation = false;
       c.fusion.epilogueOverConsumer = true;
+      c.fusion.elementwiseIntoGemmRows = false;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

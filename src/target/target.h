@@ -37,6 +37,14 @@ struct FusionRules {
   // block while it is in cache: a conv's bias and activation then cost no recompute in the
   // next conv's pad or in a pool's every window.
   bool epilogueOverConsumer = false;
+  // An elementwise op that computes a matmul's A (its rows) joins the matmul when the
+  // matmul has more than a register block of rows (8). Off on CPUs: the GEMM strategy
+  // loads each A element once per NR-column strip, so a fused prologue (a layer norm's
+  // normalization, a GELU's x * (1 + erf(x / sqrt 2)) / 2) was recomputed N / NR times per
+  // element (72 times for ViT-B/16's QKV projection); it is computed once instead, in its
+  // own dispatch or as the epilogue of the matmul before it. A decode step's few rows keep
+  // their prologue (each A element is loaded once per column block there).
+  bool elementwiseIntoGemmRows = true;
 };
 
 struct TargetDesc {

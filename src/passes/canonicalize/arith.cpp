@@ -1,5 +1,5 @@
 // Canonicalization patterns rooted at arithmetic ops: add, sub, mul, div, neg, max, min,
-// cast, and the operand order of commutative ops.
+// pow, cast, and the operand order of commutative ops.
 //
 // Every identity here is exact under IEEE 754, including signed zeros and NaN: `x + 0.0`
 // is not `x` (it turns -0.0 into +0.0), so only `x + (-0.0)` is folded for floats.
@@ -70,6 +70,18 @@ void addArithPatterns(PatternSet& set) {
   // min(x, x) -> x
   set.add("min-self", OpKind::Min, [](Op& op, Rewriter& rw) {
     return op.operand(0) == op.operand(1) && replaceWithValue(op, rw, op.operand(0));
+  });
+  // pow(x, 2) -> x * x  (floats; the square is exact in the wider type pow is computed in,
+  // so one rounding of either gives the same value, NaN, infinities and -0.0 included; a
+  // layer norm's variance then costs a multiply instead of an exp and a log per element)
+  set.add("pow-two", OpKind::Pow, [](Op& op, Rewriter& rw) {
+    if (!resultIsFloat(op) || op.operand(0)->type() != op.result()->type() ||
+        !allElements(op.operand(1), [](double v) { return v == 2; }))
+      return false;
+    Value* x = op.operand(0);
+    Op* square = rw.createUnchecked(OpKind::Mul, {x, x}, {}, {op.result()->type()});
+    rw.replaceOp(&op, {square->result()});
+    return true;
   });
   // cast(x) to the type of x -> x
   set.add("cast-same-type", OpKind::Cast,

@@ -74,6 +74,20 @@ bool computedOperand(const Value* a) {
   return false;
 }
 
+// True when the batch dims fold into M: B has no batch dim above 1 (a weight shared by
+// every batch entry: x[b, m, k] * w[k, n]), so the batch entries are more rows of one
+// product. A `197 x 1 x 768` activation (a sequence-first `Linear`) is then one 197-row
+// GEMM that packs B once per block, instead of 197 one-row products streaming all of B.
+bool foldsBatch(const KernelShape& s) {
+  if (s.outShape.size() < 3) return false;
+  const Type& a = s.anchor->operand(0)->type();
+  const Type& b = s.anchor->operand(1)->type();
+  if (a.rank() < 2 || b.rank() < 2) return false;
+  for (int64_t i = 0; i + 2 < b.rank(); ++i)
+    if (!(b.dim(i).isStatic() && b.dim(i).value() == 1)) return false;
+  return true;
+}
+
 } // namespace
 
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
@@ -93,7 +107,10 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   kc = std::min(kc, ub(a.dim(a.rank() - 1)));
   int64_t mc = std::max<int64_t>(mr, static_cast<int64_t>(t.l2Bytes / 2) / (kc * aBytes));
   mc = std::min<int64_t>(mc / mr * mr, 12 * mr);
-  mc = std::min(mc, roundUp(ub(s.outShape[r - 2]), mr));
+  int64_t rows = ub(s.outShape[r - 2]);
+  if (foldsBatch(s))
+    for (size_t i = 0; i + 2 < r; ++i) rows = std::min<int64_t>(rows * ub(s.outShape[i]), 1 << 30);
+  mc = std::min(mc, roundUp(rows, mr));
   int64_t nc = std::min<int64_t>(8 * nr, roundUp(ub(s.outShape[r - 1]), nr));
   return {CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr}};
 }
@@ -133,14 +150,33 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* N = kb.dim(s[r - 1]);
   Value* K = kb.dim(at.dim(at.rank() - 1));
   Shape batchShape(s.begin(), s.end() - 2);
+  // Folded batch (foldsBatch): the rows run over batch x M, and a row's batch indices come
+  // from its row number; B's batch indices are 0.
+  bool fold = !batchShape.empty() && foldsBatch(kb.shape());
+  Shape rowShape(s.begin(), s.end() - 1);
+  if (fold) M = kb.product(rowShape, 0, rowShape.size());
   kb.setGrid(0, kb.idx(OpKind::ICeilDiv, N, kb.cst(NC), kb.prologue()));
   kb.setGrid(1, kb.idx(OpKind::ICeilDiv, M, kb.cst(MC), kb.prologue()));
-  kb.setGrid(2, kb.product(batchShape, 0, batchShape.size()));
+  kb.setGrid(2, fold ? kb.cst(1) : kb.product(batchShape, 0, batchShape.size()));
   Value* bx = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(0));
   Value* by = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(1));
   Value* bz = kb.mk(kb.body(), OpKind::WorkgroupId, {}, Type::index(), kb.axisAttr(2));
-  std::vector<Value*> batch =
-      batchShape.empty() ? std::vector<Value*>{} : kb.delinearize(bz, batchShape);
+  std::vector<Value*> batch;
+  if (fold)
+    batch.assign(batchShape.size(), kb.cst(0));
+  else if (!batchShape.empty())
+    batch = kb.delinearize(bz, batchShape);
+  // The output index of row `row` without its column: batch + [row], or the row
+  // delinearized over batch x M when folded (computed outside the loops over k and columns).
+  auto rowIndex = [&](Value* row) {
+    std::vector<Value*> ix = fold ? kb.delinearize(row, rowShape) : batch;
+    if (!fold) ix.push_back(row);
+    return ix;
+  };
+  auto with = [](std::vector<Value*> ix, Value* col) {
+    ix.push_back(col);
+    return ix;
+  };
   Value* m0 = kb.idx(OpKind::IMul, by, kb.cst(MC));
   Value* n0 = kb.idx(OpKind::IMul, bx, kb.cst(NC));
   Value* rowsV = kb.idx(OpKind::IMin, kb.idx(OpKind::ISub, M, m0), kb.cst(MC));
@@ -178,6 +214,12 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     kb.endFor();
     kb.endFor();
     Value* strip = packed ? kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR)) : nullptr;
+    // A folded row's index is delinearized once, outside the loop over k.
+    auto rowAt = [&](int64_t r) {
+      return rowIndex(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, kb.cst(r))));
+    };
+    std::vector<std::vector<Value*>> rowIx;
+    for (int64_t r = 0; fold && r < mr; ++r) rowIx.push_back(rowAt(r));
     Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
     b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
     std::vector<Value*> oix;
@@ -201,9 +243,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       if (packed && apack) {
         av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
       } else {
-        oix = batch;
-        oix.push_back(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a)));
-        oix.push_back(n0);
+        oix = with(fold ? rowIx[static_cast<size_t>(r)] : rowAt(r), n0);
         KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
         av = kb.castTo(aval, ae);
       }
@@ -286,9 +326,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   if (apack) { // rows of the block's A slice, contiguous along k
     Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
     Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    std::vector<Value*> oix = batch;
-    oix.push_back(kb.idx(OpKind::IAdd, m0, i));
-    oix.push_back(n0);
+    std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
     KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
     kb.st(kb.castTo(aval, ae), apack, {i, kb.idx(OpKind::ISub, k, k0)});
     kb.endFor();
@@ -303,9 +341,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     kb.beginFor(packs, kb.cst(1), kb.cst(1));
     Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
     Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
-    std::vector<Value*> oix = batch;
-    oix.push_back(kb.idx(OpKind::IAdd, m0, i));
-    oix.push_back(n0);
+    std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
     KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
     Value* av = kb.castTo(aval, ae);
     Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
@@ -324,12 +360,12 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
 
   // Epilogue: the block's valid outputs, the matmul's value taken from the accumulator.
   Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+  std::vector<Value*> outRow;
+  if (fold) outRow = rowIndex(kb.idx(OpKind::IAdd, m0, i));
   Value* j = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
   kb.substitute(mm.result(0), kb.castTo(kb.ld(cb, {i, j}), mm.result(0)->type().elem()));
-  std::vector<Value*> ix = batch;
-  ix.push_back(kb.idx(OpKind::IAdd, m0, i));
-  ix.push_back(kb.idx(OpKind::IAdd, n0, j));
-  KILN_CHECK(kb.storeOutputs(ix));
+  if (!fold) outRow = rowIndex(kb.idx(OpKind::IAdd, m0, i));
+  KILN_CHECK(kb.storeOutputs(with(outRow, kb.idx(OpKind::IAdd, n0, j))));
   kb.endFor();
   kb.endFor();
   return ok();
