@@ -63,8 +63,7 @@ bool isSource(const Op& op) { return op.numOperands() == 0 || op.kind() == OpKin
 bool isComputing(const Op& op) {
   return op.info().level == OpLevel::Tensor && !op.has(kTerminator) &&
          op.kind() != OpKind::Dispatch && op.kind() != OpKind::Transfer &&
-         op.kind() != OpKind::Loop && !op.has(kCollective) &&
-         !isSource(op);
+         op.kind() != OpKind::Loop && !op.has(kCollective) && !isSource(op);
 }
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }

@@ -680,8 +680,8 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
       // The loop's values come back to the host; each iteration runs the body's own steps.
       if (ranks_) return error(op.loc(), "run_loop: a host-side loop does not run over ranks");
       if (depth >= kMaxLoopDepth)
-        return error(op.loc(), "run_loop: loops nest more than " + std::to_string(kMaxLoopDepth) +
-                                   " deep");
+        return error(op.loc(),
+                     "run_loop: loops nest more than " + std::to_string(kMaxLoopDepth) + " deep");
       const std::string& name = op.attrs().getStr("body");
       auto carried = static_cast<size_t>(op.attrs().getInt("carried"));
       auto bodyPlan = plans_.find(name);

@@ -540,8 +540,8 @@ TEST_CASE("Loop with a run-time trip count runs on the host side") {
     t.setI(0, m);
     return run(*r, {F32({2}, {1, 10}), t})[0].getF(0);
   };
-  CHECK(steps(0) == 1);  // no iteration
-  CHECK(steps(3) == 4);  // the trip count ends it
+  CHECK(steps(0) == 1);   // no iteration
+  CHECK(steps(3) == 4);   // the trip count ends it
   CHECK(steps(50) == 10); // sum(s) = 11 * 10 = 110 ends it after 9 iterations
 }
 

@@ -186,7 +186,8 @@ Val boolScalar(Ctx& c, bool v) {
 
 // The names a graph reads (node inputs, in nested subgraphs too) that none of its scopes
 // defines: the enclosing graphs' values it captures.
-void freeNames(const pb::GraphProto& g, std::set<std::string>& defined, std::set<std::string>& out) {
+void freeNames(const pb::GraphProto& g, std::set<std::string>& defined,
+               std::set<std::string>& out) {
   std::set<std::string> inner = defined;
   for (const auto& i : g.input()) inner.insert(i.name());
   for (const auto& t : g.initializer()) inner.insert(t.name());
@@ -214,7 +215,8 @@ constexpr int64_t kMaxInlinedCapture = 4096;
 
 Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
   if (k > 0)
-    return c.err("the loop has " + std::to_string(k) + " scan output(s) and a trip count or "
+    return c.err("the loop has " + std::to_string(k) +
+                 " scan output(s) and a trip count or "
                  "condition known only at run time; kiln runs such loops on the host side but "
                  "not yet with scan outputs (their length is the iteration count)");
   if (c.subgraphDepth > 0)
@@ -263,8 +265,8 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
       invariant.emplace_back(name, v);
   }
 
-  std::string base = identifier(c.node().name().empty() ? c.node().output(0) : c.node().name(),
-                                "loop") + "_body";
+  std::string base =
+      identifier(c.node().name().empty() ? c.node().output(0) : c.node().name(), "loop") + "_body";
   std::string fname = base;
   for (int i = 1; c.module().lookupFunc(fname); ++i) fname = base + "_" + std::to_string(i);
   Func* body = c.module().addFunc(std::make_unique<Func>(fname, c.loc()));

@@ -26,8 +26,9 @@ Result<int64_t> elementsUpperBound(const Ctx& c, const Type& t) {
   for (const Dim& d : t.shape()) {
     KILN_TRY(int64_t hi, dimUpperBound(c, d));
     if (__builtin_mul_overflow(n, hi, &n) || n > (int64_t(1) << 31))
-      return c.err("the input " + t.str() +
-                   " may hold more than 2^31 elements; kiln cannot bound its data-dependent result");
+      return c.err(
+          "the input " + t.str() +
+          " may hold more than 2^31 elements; kiln cannot bound its data-dependent result");
   }
   return n;
 }
@@ -35,7 +36,8 @@ Result<int64_t> elementsUpperBound(const Ctx& c, const Type& t) {
 // A fresh data-dependent symbol `base`, `base_1`, ... in [0, hi].
 Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi) {
   std::string name = identifier(base, "n");
-  for (int k = 1; c.symbols().lookup(name); ++k) name = identifier(base, "n") + "_" + std::to_string(k);
+  for (int k = 1; c.symbols().lookup(name); ++k)
+    name = identifier(base, "n") + "_" + std::to_string(k);
   SymbolInfo info{name, 0, hi, 1, c.loc(), true};
   KILN_CHECK(c.module().symbols().declare(info));
   return Dim(SymExpr::symbol(name));
@@ -125,10 +127,9 @@ Status uniqueOp(Ctx& c) {
     n = Dim(count);
     y = {u};
   }
-  KILN_TRY(Val first,
-           c.op(OpKind::Unique, {x}, std::move(attrs),
-                {Type(x.elem(), y), Type(ElemType::I64, {u}), Type(ElemType::I64, {n}),
-                 Type(ElemType::I64, {u})}));
+  KILN_TRY(Val first, c.op(OpKind::Unique, {x}, std::move(attrs),
+                           {Type(x.elem(), y), Type(ElemType::I64, {u}), Type(ElemType::I64, {n}),
+                            Type(ElemType::I64, {u})}));
   Op* op = first.v->def();
   for (size_t i = 0; i < 4 && i < c.numOutputs(); ++i) c.setOutput(i, Val{op->result(i), {}, {}});
   return ok();

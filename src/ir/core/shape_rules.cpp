@@ -311,14 +311,15 @@ Types loop(const Ctx& c) {
   int64_t carried = c.attrs.getInt("carried");
   if (carried < 1 || static_cast<size_t>(carried) + 2 > c.ops.size())
     return c.err("carried = " + std::to_string(carried) + " but there are " +
-                 std::to_string(c.ops.size()) + " operands (the most iterations, the condition, "
+                 std::to_string(c.ops.size()) +
+                 " operands (the most iterations, the condition, "
                  "at least one carried value, then the invariants)");
   for (size_t i = 0; i < 2; ++i) {
     std::optional<int64_t> n = c.ops[i].numElements();
     ElemType want = i == 0 ? ElemType::I64 : ElemType::I1;
     if (c.ops[i].elem() != want || c.ops[i].rank() > 1 || (n && *n != 1))
-      return c.err(std::string(i == 0 ? "the most iterations" : "the condition") +
-                   " must be one " + std::string(elemTypeName(want)) + ", got " + c.ops[i].str());
+      return c.err(std::string(i == 0 ? "the most iterations" : "the condition") + " must be one " +
+                   std::string(elemTypeName(want)) + ", got " + c.ops[i].str());
   }
   return std::vector<Type>(c.ops.begin() + 2, c.ops.begin() + 2 + carried);
 }

@@ -496,8 +496,9 @@ private:
     if (body->numArgs() != inputs || body->resultTypes().size() != carried + 1)
       return opError(op, "the loop body @" + b + " takes " + std::to_string(body->numArgs()) +
                              " arguments and returns " +
-                             std::to_string(body->resultTypes().size()) + " values; the loop needs " +
-                             std::to_string(inputs) + " and " + std::to_string(carried + 1));
+                             std::to_string(body->resultTypes().size()) +
+                             " values; the loop needs " + std::to_string(inputs) + " and " +
+                             std::to_string(carried + 1));
     for (size_t i = 0; i < inputs; ++i)
       if (!compatible(body->arg(i)->type(), op.operand(i)->type(), syms_))
         return opError(op, "loop operand " + std::to_string(i) + " has type " +
