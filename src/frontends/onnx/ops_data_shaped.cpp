@@ -33,6 +33,16 @@ Result<int64_t> elementsUpperBound(const Ctx& c, const Type& t) {
   return n;
 }
 
+// How many elements a tensor of type `t` has, symbolically (the dim of its flattened form).
+Result<Dim> elementCount(const Ctx& c, const Type& t) {
+  SymExpr count = SymExpr::constant(1);
+  for (int64_t i = 0; i < t.rank(); ++i) {
+    KILN_TRY(SymExpr d, dimExpr(c, t, i));
+    count = count * d;
+  }
+  return Dim(count);
+}
+
 // A fresh data-dependent symbol `base`, `base_1`, ... in [0, hi].
 Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi) {
   std::string name = identifier(base, "n");
@@ -74,12 +84,8 @@ Status compressOp(Ctx& c) {
   KILN_TRY(int64_t hi, dimUpperBound(c, cond.type().dim(0)));
   if (const auto* a = c.attr("axis"); !a) {
     KILN_TRY(int64_t total, elementsUpperBound(c, x.type()));
-    SymExpr count = SymExpr::constant(1);
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      KILN_TRY(SymExpr d, dimExpr(c, x.type(), i));
-      count = count * d;
-    }
-    KILN_TRY(x, reshapeTo(c, x, {Dim(count)}));
+    KILN_TRY(Dim count, elementCount(c, x.type()));
+    KILN_TRY(x, reshapeTo(c, x, {count}));
     hi = std::min(hi, total);
   }
   KILN_TRY(int64_t axis, c.attrInt("axis", 0));
@@ -119,12 +125,7 @@ Status uniqueOp(Ctx& c) {
     n = x.type().dim(axis);
     y[static_cast<size_t>(axis)] = u;
   } else {
-    SymExpr count = SymExpr::constant(1);
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      KILN_TRY(SymExpr d, dimExpr(c, x.type(), i));
-      count = count * d;
-    }
-    n = Dim(count);
+    KILN_TRY(n, elementCount(c, x.type()));
     y = {u};
   }
   KILN_TRY(Val first, c.op(OpKind::Unique, {x}, std::move(attrs),
