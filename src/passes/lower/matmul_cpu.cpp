@@ -85,7 +85,10 @@ bool foldsBatch(const KernelShape& s) {
   if (a.rank() < 2 || b.rank() < 2) return false;
   for (int64_t i = 0; i + 2 < b.rank(); ++i)
     if (!(b.dim(i).isStatic() && b.dim(i).value() == 1)) return false;
-  return true;
+  // Batch dims that are all 1 (a conv-gemm's [1, Cout, P]) add no rows: nothing to fold.
+  for (size_t i = 0; i + 2 < s.outShape.size(); ++i)
+    if (!(s.outShape[i].isStatic() && s.outShape[i].value() == 1)) return true;
+  return false;
 }
 
 } // namespace
