@@ -265,8 +265,10 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
       invariant.emplace_back(name, v);
   }
 
-  std::string base =
-      identifier(c.node().name().empty() ? c.node().output(0) : c.node().name(), "loop") + "_body";
+  std::string named = !c.node().name().empty() ? c.node().name()
+                      : c.numOutputs()         ? c.node().output(0)
+                                               : std::string();
+  std::string base = identifier(named, "loop") + "_body";
   std::string fname = base;
   for (int i = 1; c.module().lookupFunc(fname); ++i) fname = base + "_" + std::to_string(i);
   Func* body = c.module().addFunc(std::make_unique<Func>(fname, c.loc()));
