@@ -23,7 +23,8 @@
 // (a `transfer` of an argument becomes that upload), a tensor-level `transfer` becomes a
 // host `transfer_to` its `to` device, a collective (`all_reduce`, ...) becomes an
 // `alloc_buffer` per device and one host `collective` over the inputs and outputs, a `loop`
-// becomes an `alloc_buffer` per result and a host `run_loop` of its body (an entry function), and
+// becomes an `alloc_buffer` per result (deferred for a scan output, whose length run_loop
+// binds) and a host `run_loop` of its body (an entry function), and
 // `wait` runs on every device used, in order of first use. Ops without a device use
 // `ScheduleOptions::device`, so an unplaced module schedules exactly as on one device.
 //
@@ -204,17 +205,25 @@ private:
         continue;
       }
       // A loop runs on the host: `run_loop` calls its body (scheduled like any function)
-      // per iteration and writes the final carried values into buffers on the loop's device.
+      // per iteration and writes the final carried values into buffers on the loop's device;
+      // a scan output's buffer is deferred: run_loop allocates it once the iteration count,
+      // its length, is known, and binds that data-dependent symbol.
       if (op->kind() == OpKind::Loop) {
         std::vector<Value*> operands = op->operands();
+        int64_t carried = op->attrs().getInt("carried");
         for (size_t r = 0; r < op->numResults(); ++r) {
-          Op* a = insertOp(f, op, OpKind::AllocBuffer, {}, deviceAttr(device),
-                           {op->result(r)->type()}, op->loc());
-          operands.push_back(a->result());
+          Attrs a = deviceAttr(device);
+          if (static_cast<int64_t>(r) >= carried) a.set("deferred", int64_t{1});
+          Op* alloc = insertOp(f, op, OpKind::AllocBuffer, {}, std::move(a),
+                               {op->result(r)->type()}, op->loc());
+          operands.push_back(alloc->result());
         }
+        for (const std::string& s : newDataSymbols(m, *op, bound)) bound.insert(s);
         Attrs l;
         l.set("body", op->attrs().getStr("body"));
-        l.set("carried", op->attrs().getInt("carried"));
+        l.set("carried", carried);
+        if (static_cast<int64_t>(op->numResults()) > carried)
+          l.set("scans", static_cast<int64_t>(op->numResults()) - carried);
         insertOp(f, op, OpKind::RunLoop, operands, std::move(l), {}, op->loc());
         for (size_t r = 0; r < op->numResults(); ++r)
           op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);

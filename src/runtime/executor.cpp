@@ -369,9 +369,6 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// How deep host-side loops nest (a loop in a loop body, ...).
-constexpr int kMaxLoopDepth = 16;
-
 Result<uint64_t> byteCount(ElemType elem, const std::vector<int64_t>& shape, const Loc& loc) {
   uint64_t n = static_cast<uint64_t>(elemTypeBytes(elem));
   for (int64_t d : shape)
@@ -475,6 +472,34 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
     s.buffer = s.owned.get();
     return s;
   };
+  // Binds data-dependent symbol `name` to `v` (what a bind_symbol read, or a run_loop's
+  // iteration count); the buffers allocated for its bound take their real shapes.
+  auto bindData = [&](const std::string& name, int64_t v, const Loc& loc) -> Status {
+    const SymbolInfo* info = program_->host->symbols().lookup(name);
+    if (!info || !info->dataDependent)
+      return error(loc, "'" + name + "' is not a data-dependent symbol");
+    if (v < info->lo || v > info->hi || (info->divisor > 1 && v % info->divisor != 0))
+      return error(loc, "the data-dependent dim '" + name + "' is " + std::to_string(v) +
+                            " at run time, outside its range [" + std::to_string(info->lo) + ", " +
+                            std::to_string(info->hi) + "]");
+    binding[name] = v;
+    upper[name] = v;
+    for (Slot& s : slots) {
+      if (!s.buffer || !s.pendingDims) continue;
+      std::vector<int64_t> shape;
+      bool known = true;
+      for (const SymExpr& e : *s.pendingDims) {
+        std::optional<int64_t> d = e.evaluate(binding);
+        known = known && d && *d >= 0;
+        shape.push_back(known ? *d : 0);
+      }
+      if (!known) continue;
+      s.oversized = s.oversized || shape != s.shape;
+      s.shape = std::move(shape);
+      s.pendingDims = nullptr;
+    }
+    return ok();
+  };
   // The upload of donated argument `a`: the caller's memory itself when the tensor is
   // writable, overlaps no other argument and the device can use it; else a copy, written
   // back into the tensor by `return` when it is writable and overlaps nothing.
@@ -536,6 +561,14 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
     }
     switch (op.kind()) {
     case OpKind::AllocBuffer: {
+      if (op.attrs().has("deferred") && op.attrs().getInt("deferred")) {
+        // A scan output: the run_loop that writes it allocates it.
+        Slot s;
+        s.device = st.device;
+        s.elem = st.elem;
+        slots[st.result] = std::move(s);
+        break;
+      }
       KILN_TRY(slots[st.result], newSlot(st));
       break;
     }
@@ -684,12 +717,15 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
                      "run_loop: loops nest more than " + std::to_string(kMaxLoopDepth) + " deep");
       const std::string& name = op.attrs().getStr("body");
       auto carried = static_cast<size_t>(op.attrs().getInt("carried"));
+      size_t scans =
+          op.attrs().has("scans") ? static_cast<size_t>(op.attrs().getInt("scans")) : 0;
       auto bodyPlan = plans_.find(name);
       const Func* body = program_->entry(name);
-      if (!body || bodyPlan == plans_.end() || st.operands.size() < 2 * carried + 2)
+      if (!body || bodyPlan == plans_.end() || st.operands.size() < 2 * carried + scans + 2)
         return error(op.loc(), "run_loop: no entry function @" + name + " for its " +
-                                   std::to_string(carried) + " carried values");
-      size_t numIn = st.operands.size() - carried;
+                                   std::to_string(carried) + " carried values and " +
+                                   std::to_string(scans) + " scan outputs");
+      size_t numIn = st.operands.size() - carried - scans;
       std::vector<HostTensor> in;
       for (size_t i = 0; i < numIn; ++i) {
         KILN_TRY(Slot * s, slotOf(st, i));
@@ -703,6 +739,7 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
                                "element each");
       int64_t most = in[0].getI(0);
       bool cond = in[1].getI(0) != 0;
+      std::vector<std::vector<HostTensor>> slices(scans);
       for (int64_t i = 0; cond && i < most; ++i) {
         if (i == kMaxLoopIterations)
           return error(op.loc(), "the loop runs more than " + std::to_string(kMaxLoopIterations) +
@@ -712,12 +749,43 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
         in[1] = HostTensor(ElemType::I1, {});
         in[1].setI(0, 1);
         KILN_TRY(std::vector<HostTensor> out, run(*body, *bodyPlan->second, in, depth + 1));
-        if (out.size() != carried + 1 || out[0].numElements() != 1)
+        if (out.size() != carried + 1 + scans || out[0].numElements() != 1)
           return error(op.loc(), "run_loop: the body @" + name + " returned " +
                                      std::to_string(out.size()) + " values, not " +
-                                     std::to_string(carried + 1));
+                                     std::to_string(carried + 1 + scans));
         cond = out[0].getI(0) != 0;
         for (size_t k = 0; k < carried; ++k) in[2 + k] = std::move(out[1 + k]);
+        for (size_t j = 0; j < scans; ++j) slices[j].push_back(std::move(out[1 + carried + j]));
+      }
+      // The scan outputs: their length, a data-dependent symbol, is the iteration count.
+      for (size_t j = 0; j < scans; ++j) {
+        size_t at = numIn + carried + j;
+        const Type& t = op.operand(at)->type();
+        auto count = static_cast<int64_t>(slices[j].size());
+        std::optional<std::string> sym =
+            t.rank() < 1 || t.dim(0).isUnknown() ? std::nullopt : t.dim(0).expr().symbolName();
+        if (!sym || st.operands[at] == Step::kNoSlot)
+          return error(op.loc(), "run_loop: scan output " + std::to_string(j) + " " + t.str() +
+                                     " is not a deferred buffer whose first dim is a symbol");
+        KILN_CHECK(bindData(*sym, count, op.loc()));
+        std::vector<int64_t> slice;
+        for (int64_t d = 1; d < t.rank(); ++d) {
+          std::optional<int64_t> v =
+              t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(binding);
+          if (!v) return error(op.loc(), "run_loop: dim " + std::to_string(d) + " of " + t.str() +
+                                             " cannot be evaluated at run time");
+          slice.push_back(*v);
+        }
+        KILN_TRY(HostTensor v, stackScanSlices(slices[j], t.elem(), slice, op.loc(),
+                                               "run_loop: scan output " + std::to_string(j)));
+        Slot& o = slots[st.operands[at]];
+        if (o.buffer)
+          return error(op.loc(), "run_loop: scan output " + std::to_string(j) +
+                                     " is not a deferred buffer (alloc_buffer {deferred = 1})");
+        o.shape = v.shape();
+        KILN_TRY(o.owned, devices_[o.device]->device->allocate(v.byteSize()));
+        o.buffer = o.owned.get();
+        KILN_CHECK(o.buffer->write(0, v.data(), v.byteSize()));
       }
       for (size_t k = 0; k < carried; ++k) {
         KILN_TRY(Slot * o, slotOf(st, numIn + k));
@@ -738,31 +806,7 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
       KILN_CHECK(flushDevice(from->device));
       int64_t v = 0;
       KILN_CHECK(from->buffer->read(0, &v, sizeof v));
-      const std::string& name = st.op->attrs().getStr("name");
-      const SymbolInfo* info = program_->host->symbols().lookup(name);
-      if (!info || !info->dataDependent)
-        return error(op.loc(), "bind_symbol: '" + name + "' is not a data-dependent symbol");
-      if (v < info->lo || v > info->hi || (info->divisor > 1 && v % info->divisor != 0))
-        return error(op.loc(), "the data-dependent dim '" + name + "' is " + std::to_string(v) +
-                                   " at run time, outside its range [" + std::to_string(info->lo) +
-                                   ", " + std::to_string(info->hi) + "]");
-      binding[name] = v;
-      upper[name] = v;
-      // The buffers allocated for the bound take their real shapes.
-      for (Slot& s : slots) {
-        if (!s.buffer || !s.pendingDims) continue;
-        std::vector<int64_t> shape;
-        bool known = true;
-        for (const SymExpr& e : *s.pendingDims) {
-          std::optional<int64_t> d = e.evaluate(binding);
-          known = known && d && *d >= 0;
-          shape.push_back(known ? *d : 0);
-        }
-        if (!known) continue;
-        s.oversized = s.oversized || shape != s.shape;
-        s.shape = std::move(shape);
-        s.pendingDims = nullptr;
-      }
+      KILN_CHECK(bindData(st.op->attrs().getStr("name"), v, op.loc()));
       break;
     }
     case OpKind::Collective: {

@@ -239,7 +239,8 @@ Types topK(const Ctx& c) {
 // The data-dependent dim of a kDataShaped op: dim `d` of declared result `r`, which must be a
 // symbol declared data_dependent (the op binds it when it runs).
 Result<Dim> dataDim(const Ctx& c, size_t r, int64_t d) {
-  if (c.declared.size() != static_cast<size_t>(c.info.numResults))
+  if ((c.info.numResults >= 0 && c.declared.size() != static_cast<size_t>(c.info.numResults)) ||
+      r >= c.declared.size())
     return c.err("the result types must be given: a result dim is a data-dependent symbol");
   const Type& t = c.declared[r];
   if (d >= t.rank())
@@ -321,7 +322,21 @@ Types loop(const Ctx& c) {
       return c.err(std::string(i == 0 ? "the most iterations" : "the condition") + " must be one " +
                    std::string(elemTypeName(want)) + ", got " + c.ops[i].str());
   }
-  return std::vector<Type>(c.ops.begin() + 2, c.ops.begin() + 2 + carried);
+  std::vector<Type> out(c.ops.begin() + 2, c.ops.begin() + 2 + carried);
+  // Scan outputs: their types are declared, each leading dim the loop's data-dependent
+  // iteration count (one symbol for all of them).
+  std::optional<Dim> length;
+  for (size_t r = out.size(); r < c.declared.size(); ++r) {
+    KILN_TRY(Dim n, dataDim(c, r, 0));
+    if (length && n != *length)
+      return c.err("scan output " + std::to_string(r - static_cast<size_t>(carried)) +
+                   " has length " + n.str() +
+                   ", not " + length->str() + " like the first: every scan output of a loop has "
+                   "its iteration count as its first dim");
+    length = n;
+    out.push_back(c.declared[r]);
+  }
+  return out;
 }
 
 // The batch dims of square matrices.

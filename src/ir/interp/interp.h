@@ -21,6 +21,15 @@ Result<std::vector<HostTensor>> interpret(const Func& f, const std::vector<HostT
 // The most iterations one `loop` runs (interpreter and executor): a model whose loop would
 // run longer gets an error, not a hang.
 inline constexpr int64_t kMaxLoopIterations = int64_t(1) << 20;
+// The most `loop`s one may run inside the bodies of others (a body calling a loop whose body
+// calls the first again would otherwise recurse until the stack ends).
+inline constexpr int kMaxLoopDepth = 16;
+
+// A loop's scan output: the slices one per iteration (each `elem` of shape `slice`), stacked
+// along a new first dim; a slice of another type or shape is an error at `loc`.
+Result<HostTensor> stackScanSlices(const std::vector<HostTensor>& slices, ElemType elem,
+                                   const std::vector<int64_t>& slice, const Loc& loc,
+                                   const std::string& what);
 
 // Like interpret, starting from symbols already bound (a runtime kernel receives the
 // caller's binding, so result dims may use symbols its own inputs do not carry).

@@ -485,20 +485,29 @@ private:
 
   // T5
   // A loop's body: a function of the module taking (i64 iteration, i1 condition, carried...,
-  // invariants...) and returning (i1 condition, carried...), the carried types unchanged.
+  // invariants...) and returning (i1 condition, carried..., scan slices...), the carried types
+  // unchanged and each scan slice typed as its scan output without the first dim.
   void checkLoopBody(const Op& op) {
     std::string b = op.attrs().getStr("body");
     const Func* body = m_ ? m_->lookupFunc(b) : nullptr;
     if (!body) return opError(op, "the loop body @" + b + " is not defined");
     if (body == &f_) return opError(op, "the loop body @" + b + " is the function itself");
     size_t carried = static_cast<size_t>(std::max<int64_t>(op.attrs().getInt("carried"), 0));
-    size_t inputs = op.kind() == OpKind::RunLoop ? op.numOperands() - carried : op.numOperands();
-    if (body->numArgs() != inputs || body->resultTypes().size() != carried + 1)
+    bool host = op.kind() == OpKind::RunLoop;
+    size_t scans = host ? static_cast<size_t>(std::max<int64_t>(
+                              op.attrs().has("scans") ? op.attrs().getInt("scans") : 0, 0))
+                        : op.numResults() - std::min(op.numResults(), carried);
+    if (host && op.numOperands() < carried + scans)
+      return opError(op, "run_loop has " + std::to_string(op.numOperands()) + " operands; its " +
+                             std::to_string(carried) + " carried and " + std::to_string(scans) +
+                             " scan outputs need more");
+    size_t inputs = host ? op.numOperands() - carried - scans : op.numOperands();
+    if (body->numArgs() != inputs || body->resultTypes().size() != carried + 1 + scans)
       return opError(op, "the loop body @" + b + " takes " + std::to_string(body->numArgs()) +
                              " arguments and returns " +
                              std::to_string(body->resultTypes().size()) +
                              " values; the loop needs " + std::to_string(inputs) + " and " +
-                             std::to_string(carried + 1));
+                             std::to_string(carried + 1 + scans));
     for (size_t i = 0; i < inputs; ++i)
       if (!compatible(body->arg(i)->type(), op.operand(i)->type(), syms_))
         return opError(op, "loop operand " + std::to_string(i) + " has type " +
@@ -511,6 +520,15 @@ private:
         return opError(op, "the loop body @" + b + " returns carried value " + std::to_string(k) +
                                " as " + body->resultTypes()[k + 1].str() + ", not its type " +
                                op.operand(k + 2)->type().str());
+    for (size_t j = 0; j < scans; ++j) {
+      const Type& out = host ? op.operand(inputs + carried + j)->type() : op.result(carried + j)->type();
+      const Type& slice = body->resultTypes()[1 + carried + j];
+      Shape rest(out.shape().begin() + std::min<int64_t>(out.rank(), 1), out.shape().end());
+      if (out.rank() < 1 || !compatible(slice, Type(out.elem(), rest), syms_))
+        return opError(op, "the loop body @" + b + " returns scan slice " + std::to_string(j) +
+                               " as " + slice.str() + "; the scan output " + out.str() +
+                               " stacks slices of " + Type(out.elem(), rest).str());
+    }
   }
 
   void checkDispatch(const Op& op) {
