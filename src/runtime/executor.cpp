@@ -717,8 +717,7 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
                      "run_loop: loops nest more than " + std::to_string(kMaxLoopDepth) + " deep");
       const std::string& name = op.attrs().getStr("body");
       auto carried = static_cast<size_t>(op.attrs().getInt("carried"));
-      size_t scans =
-          op.attrs().has("scans") ? static_cast<size_t>(op.attrs().getInt("scans")) : 0;
+      size_t scans = op.attrs().has("scans") ? static_cast<size_t>(op.attrs().getInt("scans")) : 0;
       auto bodyPlan = plans_.find(name);
       const Func* body = program_->entry(name);
       if (!body || bodyPlan == plans_.end() || st.operands.size() < 2 * carried + scans + 2)
@@ -772,8 +771,9 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
         for (int64_t d = 1; d < t.rank(); ++d) {
           std::optional<int64_t> v =
               t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(binding);
-          if (!v) return error(op.loc(), "run_loop: dim " + std::to_string(d) + " of " + t.str() +
-                                             " cannot be evaluated at run time");
+          if (!v)
+            return error(op.loc(), "run_loop: dim " + std::to_string(d) + " of " + t.str() +
+                                       " cannot be evaluated at run time");
           slice.push_back(*v);
         }
         KILN_TRY(HostTensor v, stackScanSlices(slices[j], t.elem(), slice, op.loc(),

@@ -330,8 +330,8 @@ Types loop(const Ctx& c) {
     KILN_TRY(Dim n, dataDim(c, r, 0));
     if (length && n != *length)
       return c.err("scan output " + std::to_string(r - static_cast<size_t>(carried)) +
-                   " has length " + n.str() +
-                   ", not " + length->str() + " like the first: every scan output of a loop has "
+                   " has length " + n.str() + ", not " + length->str() +
+                   " like the first: every scan output of a loop has "
                    "its iteration count as its first dim");
     length = n;
     out.push_back(c.declared[r]);

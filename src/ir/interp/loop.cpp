@@ -62,8 +62,9 @@ KernelResult kernelLoop(const KernelCtx& c) {
     for (int64_t d = 1; d < t.rank(); ++d) {
       std::optional<int64_t> v =
           t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(c.binding);
-      if (!v) return opError(c, "dim " + std::to_string(d) + " of scan output " + t.str() +
-                                    " cannot be evaluated");
+      if (!v)
+        return opError(c, "dim " + std::to_string(d) + " of scan output " + t.str() +
+                              " cannot be evaluated");
       shape.push_back(*v);
     }
     sliceShapes.push_back(std::move(shape));

@@ -521,7 +521,8 @@ private:
                                " as " + body->resultTypes()[k + 1].str() + ", not its type " +
                                op.operand(k + 2)->type().str());
     for (size_t j = 0; j < scans; ++j) {
-      const Type& out = host ? op.operand(inputs + carried + j)->type() : op.result(carried + j)->type();
+      const Type& out =
+          host ? op.operand(inputs + carried + j)->type() : op.result(carried + j)->type();
       const Type& slice = body->resultTypes()[1 + carried + j];
       Shape rest(out.shape().begin() + std::min<int64_t>(out.rank(), 1), out.shape().end());
       if (out.rank() < 1 || !compatible(slice, Type(out.elem(), rest), syms_))
