@@ -545,6 +545,54 @@ TEST_CASE("Loop with a run-time trip count runs on the host side") {
   CHECK(steps(50) == 10); // sum(s) = 11 * 10 = 110 ends it after 9 iterations
 }
 
+TEST_CASE("Loops with run-time trip counts nest: the inner one runs inside the outer body") {
+  // s = x; for i < m: (for j < k: s = s + x); then s = (1 + m k) x.
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  b.input("m", pb::TensorProto::INT64, {});
+  b.input("k", pb::TensorProto::INT64, {});
+  initScalar(b.g, "go", pb::TensorProto::BOOL, 1);
+  auto* n = b.node("Loop", {"m", "go", "x"}, {"s"}, "outer");
+  auto* body = subgraph(n, "body", {"i", "c", "s_in"}, {"c", "s_out"});
+  auto* inner = addNode(body, "Loop", {"k", "go", "s_in"}, {"s_out"});
+  inner->set_name("inner");
+  auto* innerBody = subgraph(inner, "body", {"j", "c2", "t"}, {"c2", "t_out"});
+  addNode(innerBody, "Add", {"t", "x"}, {"t_out"});
+  b.output("s");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(verifyModule(*r->module).ok());
+  REQUIRE(r->module->funcs().size() == 3);
+  CHECK(r->module->funcs()[1]->name() == "outer_body");
+  CHECK(r->module->funcs()[2]->name() == "inner_body");
+  auto i64 = [](int64_t v) {
+    HostTensor t(ElemType::I64, {});
+    t.setI(0, v);
+    return t;
+  };
+  auto out = run(*r, {F32({2}, {1, 10}), i64(3), i64(4)});
+  CHECK(out[0].getF(0) == 13);
+  CHECK(out[0].getF(1) == 130);
+
+  SUBCASE("not inside an If branch with a run-time condition") {
+    ModelBuilder f;
+    f.input("x", pb::TensorProto::FLOAT, {2});
+    f.input("m", pb::TensorProto::INT64, {});
+    f.input("cond", pb::TensorProto::BOOL, {});
+    initScalar(f.g, "go", pb::TensorProto::BOOL, 1);
+    auto* branch = f.node("If", {"cond"}, {"y"}, "if");
+    auto* thenG = subgraph(branch, "then_branch", {}, {"t"});
+    auto* loop = addNode(thenG, "Loop", {"m", "go", "x"}, {"t"});
+    loop->set_name("loop");
+    addNode(subgraph(loop, "body", {"i", "c", "s"}, {"c", "s2"}), "Add", {"s", "x"}, {"s2"});
+    addNode(subgraph(branch, "else_branch", {}, {"e"}), "Neg", {"x"}, {"e"});
+    f.output("y");
+    CHECK(firstError(kiln::onnx::importBytes(f.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'loop' (Loop): error: a loop with a run-time trip count or "
+                    "condition inside an If branch whose condition is run-time data") == 0);
+  }
+}
+
 TEST_CASE("Loop with a known trip count unrolls, with a scan output") {
   // s = x; for i in 0..3: s = s + x; scan[i] = s * i.
   ModelBuilder b;
@@ -570,20 +618,42 @@ TEST_CASE("Loop with a known trip count unrolls, with a scan output") {
   std::vector<double> want{0, 0, 3, 30, 8, 80};
   for (int64_t i = 0; i < 6; ++i) CHECK(out[1].getF(i) == want[static_cast<size_t>(i)]);
 
-  SUBCASE("a trip count from run-time data with a scan output is an error") {
+  SUBCASE("a trip count from run-time data: the loop runs on the host, its scan output's "
+          "length a data-dependent symbol") {
     b.g->mutable_initializer()->DeleteSubrange(0, 1);
     b.input("m", pb::TensorProto::INT64, {});
-    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
-              .find("m.onnx: node 'loop' (Loop): error: the loop has 1 scan output(s) and a trip "
-                    "count or condition known only at run time") == 0);
+    auto h = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+    REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.diags().str()));
+    CHECK(verifyModule(*h->module).ok());
+    CHECK(h->module->funcs()[0]->resultTypes()[1].str() == "tensor<{scan_len}x2xf32>");
+    const SymbolInfo* len = h->module->symbols().lookup("scan_len");
+    REQUIRE(len);
+    CHECK(len->dataDependent);
+    CHECK(len->hi == kMaxLoopIterations);
+    HostTensor m(ElemType::I64, {});
+    m.setI(0, 3);
+    auto o = run(*h, {F32({2}, {1, 10}), m});
+    REQUIRE(o[1].shape() == std::vector<int64_t>{3, 2});
+    for (int64_t i = 0; i < 6; ++i) CHECK(o[1].getF(i) == want[static_cast<size_t>(i)]);
+    m.setI(0, 0);
+    o = run(*h, {F32({2}, {1, 10}), m});
+    CHECK(o[1].shape() == std::vector<int64_t>{0, 2});
   }
-  SUBCASE("a condition computed from run-time data with a scan output is an error") {
-    pb::NodeProto* cond = n->mutable_attribute(0)->mutable_g()->mutable_node(0);
-    cond->set_op_type("Greater");
-    cond->set_input(0, "s_in");
-    cond->add_input("x");
-    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
-              .find("m.onnx: node 'loop' (Loop): error: the loop has 1 scan output(s)") == 0);
+  SUBCASE("a condition computed from run-time data: the scan stops with it, its length "
+          "bounded by the known trip count") {
+    // Continue while sum(s) < 20: s = 2x = (2, 20) after the first iteration ends it.
+    pb::GraphProto* g = n->mutable_attribute(0)->mutable_g();
+    g->mutable_node(0)->set_output(0, "c_unused");
+    addNode(g, "ReduceSum", {"s_out"}, {"total"});
+    addNode(g, "Less", {"total", "limit"}, {"c_out"});
+    initF32(b.g, "limit", {}, {20});
+    auto h = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+    REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.diags().str()));
+    CHECK(verifyModule(*h->module).ok());
+    CHECK(h->module->symbols().lookup("scan_len")->hi == 3);
+    auto o = run(*h, {F32({2}, {1, 10})});
+    REQUIRE(o[1].shape() == std::vector<int64_t>{1, 2});
+    CHECK(o[1].getF(0) == 0);
   }
   SUBCASE("a trip count past the unrolling limit is an error") {
     b.g->mutable_initializer(0)->set_int64_data(0, 100000);

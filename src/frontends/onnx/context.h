@@ -125,6 +125,9 @@ public:
   // hang or exhaust memory. Subgraph initializers are imported once, however often their
   // subgraph is unrolled.
   int subgraphDepth = 0;
+  // How many If branches around the node run only to be selected against the other (a
+  // run-time condition): a host-side loop may not sit in one.
+  int selectDepth = 0;
   int64_t subgraphNodes = 0;
   int64_t subgraphWeightBytes = 0;
   std::map<const pb::TensorProto*, Val> subgraphInitializers;
@@ -163,6 +166,9 @@ Result<SymExpr> dimExpr(const Ctx& c, const Type& t, int64_t axis);
 Result<int64_t> normAxis(const Ctx& c, int64_t axis, int64_t rank);
 // Reshape with a result shape given as dims.
 Result<Val> reshapeTo(Ctx& c, const Val& x, const Shape& shape);
+// A fresh data-dependent symbol `base`, `base_1`, ... in [0, hi]: a result dim only running
+// tells (ops_data_shaped.cpp, and a host-side loop's scan outputs).
+Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi);
 // numpy broadcast of x to `shape`.
 Result<Val> broadcastTo(Ctx& c, const Val& x, const Shape& shape);
 // x[start:end] along axis (step 1).

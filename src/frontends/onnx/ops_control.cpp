@@ -17,6 +17,7 @@
 
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/tensor.h"
+#include "ir/interp/interp.h"
 
 namespace kiln::onnx {
 
@@ -156,8 +157,14 @@ Status ifOp(Ctx& c) {
   // A run-time condition: both branches run, and each output selects between them.
   if (cond.type().numElements() != std::optional<int64_t>(1))
     return c.err("the condition must hold one element, not " + cond.type().str());
-  KILN_TRY(auto thenOuts, importSubgraph(c, *thenG, {}, "then_branch"));
-  KILN_TRY(auto elseOuts, importSubgraph(c, *elseG, {}, "else_branch"));
+  ++c.selectDepth;
+  auto thenR = importSubgraph(c, *thenG, {}, "then_branch");
+  auto elseR = thenR.ok() ? importSubgraph(c, *elseG, {}, "else_branch")
+                          : Result<std::vector<Val>>(std::vector<Val>{});
+  --c.selectDepth;
+  if (!thenR.ok()) return thenR.takeDiags();
+  if (!elseR.ok()) return elseR.takeDiags();
+  std::vector<Val> thenOuts = std::move(*thenR), elseOuts = std::move(*elseR);
   KILN_TRY(Val scalarCond, reshapeTo(c, cond, Shape{}));
   for (size_t i = 0; i < thenOuts.size(); ++i) {
     if (thenOuts[i].type() != elseOuts[i].type())
@@ -207,21 +214,21 @@ void freeNames(const pb::GraphProto& g, std::set<std::string>& defined,
 // A Loop whose trip count or condition is only known at run time: the body becomes a
 // function of the module, @<node>_body(iteration, condition, carried..., captured...), and
 // the node a `loop` op that the schedule runs on the host side, calling the compiled body
-// once per iteration. The carried values keep their types; scan outputs (whose length would
-// be the run-time iteration count) are not supported yet. Captured values known at import
-// (up to kMaxInlinedCapture elements) are constants inside the body; the others are passed
-// in as loop-invariant operands.
+// once per iteration. The carried values keep their types; each scan output stacks the
+// body's slices along a first dim whose length, the iteration count, is a data-dependent
+// symbol `<first scan output>_len` in [0, M] (M the trip count when it is known at import,
+// else kMaxLoopIterations). Captured values known at import (up to kMaxInlinedCapture
+// elements) are constants inside the body; the others are passed in as loop-invariant
+// operands. Such a loop may sit in another host-side loop's body or in a subgraph that
+// always runs (an unrolled Loop or Scan), not in an If branch that runs only to be selected
+// against the other.
 constexpr int64_t kMaxInlinedCapture = 4096;
 
 Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
-  if (k > 0)
-    return c.err("the loop has " + std::to_string(k) +
-                 " scan output(s) and a trip count or "
-                 "condition known only at run time; kiln runs such loops on the host side but "
-                 "not yet with scan outputs (their length is the iteration count)");
-  if (c.subgraphDepth > 0)
-    return c.err("a loop with a run-time trip count or condition inside another subgraph is not "
-                 "supported (kiln unrolls the enclosing one at import)");
+  if (c.selectDepth > 0)
+    return c.err("a loop with a run-time trip count or condition inside an If branch whose "
+                 "condition is run-time data is not supported (kiln runs both branches and "
+                 "selects, so the loop would also run when its branch is not taken)");
   Val most = c.scalar(ElemType::I64, 0);
   if (c.hasInput(0)) {
     KILN_TRY(most, c.input(0));
@@ -249,7 +256,9 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
     KILN_TRY(Val v, c.input(i + 2));
     carried.push_back(v);
   }
-  if (carried.empty()) return ok(); // nothing comes out of it
+  if (carried.empty() && (k == 0 || c.numOutputs() <= n)) return ok(); // nothing comes out
+  int64_t hiIterations = kMaxLoopIterations;
+  if (most.value) hiIterations = std::clamp<int64_t>(most.value->getI(0), 0, kMaxLoopIterations);
 
   // The captured values: inlined when known and small, else loop-invariant operands.
   std::set<std::string> defined, free;
@@ -277,7 +286,7 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
   b.foldLimit = c.foldLimit;
   b.quantizedWeights = c.quantizedWeights;
   b.pendingWeights = std::move(c.pendingWeights); // one namespace of weights
-  b.subgraphDepth = 1;
+  b.subgraphDepth = c.subgraphDepth + 1;
   b.subgraphNodes = c.subgraphNodes;
   Status s = [&]() -> Status {
     b.setNode(&c.node());
@@ -308,6 +317,11 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
           return b.err("the body's condition must hold one element, not " + v.type().str());
         KILN_TRY(v, b.cast(v, ElemType::I1));
         KILN_TRY(v, reshapeTo(b, v, {}));
+      } else if (static_cast<size_t>(i) > n) {
+        // A scan slice: its type must not depend on the iteration.
+        if (v.type().hasUnknownDims())
+          return b.err("the body's scan output '" + printable(g.output(i).name()) +
+                       "' has an unknown dim (" + v.type().str() + ")");
       } else if (v.type() != carried[static_cast<size_t>(i - 1)].type()) {
         return b.err("the body changes loop-carried value " + std::to_string(i - 1) + " from " +
                      carried[static_cast<size_t>(i - 1)].type().str() + " to " + v.type().str() +
@@ -336,12 +350,24 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
   for (const auto& [name, v] : invariant) operands.push_back(v);
   std::vector<Type> types;
   for (const Val& v : carried) types.push_back(v.type());
+  if (k > 0) {
+    std::string scanName = c.numOutputs() > n ? c.node().output(static_cast<int>(n)) : "";
+    KILN_TRY(Dim length,
+             dataSymbol(c, (scanName.empty() ? "loop" : scanName) + "_len", hiIterations));
+    for (size_t j = 0; j < k; ++j) {
+      const Type& slice = body->resultTypes()[1 + n + j];
+      Shape s = {length};
+      s.insert(s.end(), slice.shape().begin(), slice.shape().end());
+      types.emplace_back(slice.elem(), s);
+    }
+  }
   Attrs a;
   a.set("body", fname);
   a.set("carried", static_cast<int64_t>(n));
   KILN_TRY(Val first, c.op(OpKind::Loop, operands, std::move(a), types));
   Op* op = first.v->def();
-  for (size_t i = 0; i < n && i < c.numOutputs(); ++i) c.setOutput(i, Val{op->result(i), {}, {}});
+  for (size_t i = 0; i < n + k && i < c.numOutputs(); ++i)
+    c.setOutput(i, Val{op->result(i), {}, {}});
   return ok();
 }
 

@@ -10,6 +10,15 @@
 
 namespace kiln::onnx {
 
+Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi) {
+  std::string name = identifier(base, "n");
+  for (int k = 1; c.symbols().lookup(name); ++k)
+    name = identifier(base, "n") + "_" + std::to_string(k);
+  SymbolInfo info{name, 0, hi, 1, c.loc(), true};
+  KILN_CHECK(c.module().symbols().declare(info));
+  return Dim(SymExpr::symbol(name));
+}
+
 namespace {
 
 // The largest value `d` takes under the symbols' ranges.
@@ -41,16 +50,6 @@ Result<Dim> elementCount(const Ctx& c, const Type& t) {
     count = count * d;
   }
   return Dim(count);
-}
-
-// A fresh data-dependent symbol `base`, `base_1`, ... in [0, hi].
-Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi) {
-  std::string name = identifier(base, "n");
-  for (int k = 1; c.symbols().lookup(name); ++k)
-    name = identifier(base, "n") + "_" + std::to_string(k);
-  SymbolInfo info{name, 0, hi, 1, c.loc(), true};
-  KILN_CHECK(c.module().symbols().declare(info));
-  return Dim(SymExpr::symbol(name));
 }
 
 // The symbol's name: the node's first output, so a message or a printed module names the

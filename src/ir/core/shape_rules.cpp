@@ -310,11 +310,13 @@ Types nonMaxSuppression(const Ctx& c) {
 // The loop's results: its carried values, whose types the body keeps.
 Types loop(const Ctx& c) {
   int64_t carried = c.attrs.getInt("carried");
-  if (carried < 1 || static_cast<size_t>(carried) + 2 > c.ops.size())
+  if (carried < 0 || static_cast<size_t>(carried) + 2 > c.ops.size())
     return c.err("carried = " + std::to_string(carried) + " but there are " +
                  std::to_string(c.ops.size()) +
                  " operands (the most iterations, the condition, "
-                 "at least one carried value, then the invariants)");
+                 "the carried values, then the invariants)");
+  if (carried == 0 && c.declared.empty())
+    return c.err("the loop has neither carried values nor scan outputs: it computes nothing");
   for (size_t i = 0; i < 2; ++i) {
     std::optional<int64_t> n = c.ops[i].numElements();
     ElemType want = i == 0 ? ElemType::I64 : ElemType::I1;
