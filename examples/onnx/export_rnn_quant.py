@@ -11,11 +11,15 @@ PyTorch's outputs next to each:
          whose sizes depend on the input's values (NonZero, GatherND, Unique), opset 14
   loop/  a TorchScript loop over range(n) with a data-dependent break: an ONNX Loop whose
          trip count and condition are run-time data (kiln runs it on the host side), opset 14
+  scan/  a TorchScript loop over range(n) that appends to a list and stacks it: a Loop that
+         carries a sequence (SequenceEmpty, SequenceInsert, ConcatFromSequence), which kiln
+         converts as a scan output of a run-time length, opset 14
 
     /usr/bin/python3 examples/onnx/export_rnn_quant.py examples/onnx [NAME...]
 """
 import os
 import sys
+from typing import List
 
 import numpy as np
 import torch
@@ -102,6 +106,20 @@ class DynLoop(nn.Module):
         return y
 
 
+class ScanLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        y = x
+        ys: List[torch.Tensor] = []
+        for _ in range(int(n)):
+            y = torch.tanh(self.lin(y)) + x
+            ys.append(y * 2)
+        return y, torch.stack(ys), torch.cat(ys, 1)
+
+
 def export(model, inputs, out_dir, opset, names):
     os.makedirs(out_dir, exist_ok=True)
     model.eval()
@@ -131,6 +149,9 @@ def main():
     torch.manual_seed(0)
     models.append(("loop", torch.jit.script(DynLoop()), [torch.randn(2, 4), torch.tensor(5)], 14,
                    ["x", "n"]))
+    torch.manual_seed(0)
+    models.append(("scan", torch.jit.script(ScanLoop()), [torch.randn(2, 4), torch.tensor(3)],
+                   14, ["x", "n"]))
     for name, model, inputs, opset, names in models:
         if not only or name in only:
             export(model, inputs, os.path.join(root, name), opset, names)

@@ -733,51 +733,27 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
         KILN_CHECK(s->buffer->read(0, t.mutableData(), t.byteSize()));
         in.push_back(std::move(t));
       }
-      if (in[0].numElements() != 1 || in[1].numElements() != 1)
-        return error(op.loc(), "run_loop: the most iterations and the condition must be one "
-                               "element each");
-      int64_t most = in[0].getI(0);
-      bool cond = in[1].getI(0) != 0;
-      std::vector<std::vector<HostTensor>> slices(scans);
-      for (int64_t i = 0; cond && i < most; ++i) {
-        if (i == kMaxLoopIterations)
-          return error(op.loc(), "the loop runs more than " + std::to_string(kMaxLoopIterations) +
-                                     " iterations, kiln's limit");
-        in[0] = HostTensor(ElemType::I64, {});
-        in[0].setI(0, i);
-        in[1] = HostTensor(ElemType::I1, {});
-        in[1].setI(0, 1);
-        KILN_TRY(std::vector<HostTensor> out, run(*body, *bodyPlan->second, in, depth + 1));
-        if (out.size() != carried + 1 + scans || out[0].numElements() != 1)
-          return error(op.loc(), "run_loop: the body @" + name + " returned " +
-                                     std::to_string(out.size()) + " values, not " +
-                                     std::to_string(carried + 1 + scans));
-        cond = out[0].getI(0) != 0;
-        for (size_t k = 0; k < carried; ++k) in[2 + k] = std::move(out[1 + k]);
-        for (size_t j = 0; j < scans; ++j) slices[j].push_back(std::move(out[1 + carried + j]));
-      }
+      std::vector<Type> scanTypes;
+      for (size_t j = 0; j < scans; ++j)
+        scanTypes.push_back(op.operand(numIn + carried + j)->type());
+      KILN_TRY(std::vector<HostTensor> out, runLoopIterations(
+                                                std::move(in), carried, scanTypes, binding,
+                                                [&](const std::vector<HostTensor>& args) {
+                                                  return run(*body, *bodyPlan->second, args,
+                                                             depth + 1);
+                                                },
+                                                op.loc()));
       // The scan outputs: their length, a data-dependent symbol, is the iteration count.
       for (size_t j = 0; j < scans; ++j) {
         size_t at = numIn + carried + j;
-        const Type& t = op.operand(at)->type();
-        auto count = static_cast<int64_t>(slices[j].size());
+        const Type& t = scanTypes[j];
+        const HostTensor& v = out[carried + j];
         std::optional<std::string> sym =
             t.rank() < 1 || t.dim(0).isUnknown() ? std::nullopt : t.dim(0).expr().symbolName();
         if (!sym || st.operands[at] == Step::kNoSlot)
           return error(op.loc(), "run_loop: scan output " + std::to_string(j) + " " + t.str() +
                                      " is not a deferred buffer whose first dim is a symbol");
-        KILN_CHECK(bindData(*sym, count, op.loc()));
-        std::vector<int64_t> slice;
-        for (int64_t d = 1; d < t.rank(); ++d) {
-          std::optional<int64_t> v =
-              t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(binding);
-          if (!v)
-            return error(op.loc(), "run_loop: dim " + std::to_string(d) + " of " + t.str() +
-                                       " cannot be evaluated at run time");
-          slice.push_back(*v);
-        }
-        KILN_TRY(HostTensor v, stackScanSlices(slices[j], t.elem(), slice, op.loc(),
-                                               "run_loop: scan output " + std::to_string(j)));
+        KILN_CHECK(bindData(*sym, v.shape()[0], op.loc()));
         Slot& o = slots[st.operands[at]];
         if (o.buffer)
           return error(op.loc(), "run_loop: scan output " + std::to_string(j) +
@@ -789,7 +765,7 @@ Result<std::vector<HostTensor>> Executor::run(const Func& f, Plan& plan,
       }
       for (size_t k = 0; k < carried; ++k) {
         KILN_TRY(Slot * o, slotOf(st, numIn + k));
-        const HostTensor& v = in[2 + k];
+        const HostTensor& v = out[k];
         if (v.shape() != o->shape || v.elem() != o->elem)
           return error(op.loc(), "run_loop: carried value " + std::to_string(k) + " ends as " +
                                      shapeText(v.shape()) + ", not the loop's result shape " +

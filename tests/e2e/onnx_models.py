@@ -3,7 +3,8 @@
 PyTorch's outputs: a bidirectional 2-layer LSTM, a GRU with an initial state, and an MLP and
 a CNN with int8 QDQ (QuantizeLinear/DequantizeLinear) weights and uint8 activations, and
 boolean-mask indexing, nonzero and unique (results sized by the data), and a loop whose trip
-count and condition are run-time data (run on the host side). Each runs straight from the
+count and condition are run-time data (run on the host side), and one that stacks a list it
+appends to (a loop-carried sequence, a scan output of run-time length). Each runs straight from the
 .onnx on the reference device and on cpu.
 
 usage: onnx_models.py --kiln PATH --source-root DIR
@@ -18,7 +19,7 @@ import tempfile
 import numpy as np
 
 RTOL, ATOL = 1e-3, 1e-4
-MODELS = ["lstm", "gru", "qmlp", "qcnn", "masked", "loop"]
+MODELS = ["lstm", "gru", "qmlp", "qcnn", "masked", "loop", "scan"]
 
 
 def main():

@@ -51,6 +51,7 @@ void registerRecurrent(Registry& r);
 void registerSignal(Registry& r);
 void registerControl(Registry& r);
 void registerDataShaped(Registry& r);
+void registerSequence(Registry& r);
 const Registry& registry();
 
 class Ctx {
@@ -129,6 +130,10 @@ public:
   // run-time condition): a host-side loop may not sit in one.
   int selectDepth = 0;
   int64_t subgraphNodes = 0;
+  // Sequences (ops_sequence.cpp): the names SequenceEmpty made (loop-carried initial values
+  // that become scan outputs), and the Loop outputs that hold a sequence stacked along dim 0.
+  std::set<std::string, std::less<>> emptySequences;
+  std::set<std::string, std::less<>> stackedSequences;
   int64_t subgraphWeightBytes = 0;
   std::map<const pb::TensorProto*, Val> subgraphInitializers;
 
@@ -166,6 +171,17 @@ Result<SymExpr> dimExpr(const Ctx& c, const Type& t, int64_t axis);
 Result<int64_t> normAxis(const Ctx& c, int64_t axis, int64_t rank);
 // Reshape with a result shape given as dims.
 Result<Val> reshapeTo(Ctx& c, const Val& x, const Shape& shape);
+// A Loop node rewritten so that each loop-carried sequence the body only appends to is a
+// scan output instead (ops_sequence.cpp): the new node (its body changed to match) and the
+// names of its outputs that hold a sequence, stacked.
+struct SequenceLoop {
+  pb::NodeProto node;
+  std::vector<std::string> stacked;
+};
+// For the node being converted (a Loop): the rewrite, or nothing when it carries no sequence
+// from SequenceEmpty; an error for a carried sequence it does more with than append.
+Result<std::optional<SequenceLoop>> sequencesAsScans(const Ctx& c);
+
 // A fresh data-dependent symbol `base`, `base_1`, ... in [0, hi]: a result dim only running
 // tells (ops_data_shaped.cpp, and a host-side loop's scan outputs).
 Result<Dim> dataSymbol(Ctx& c, const std::string& base, int64_t hi);

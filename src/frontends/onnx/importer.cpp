@@ -185,6 +185,24 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
       if (!used) fn->erase(op);
     }
   }
+  // A loop unrolled in part before it had to run on the host side leaves the bodies of the
+  // host-side loops inside it behind, as do loops whose results are dead: only the functions
+  // a `loop` still reaches stay.
+  std::set<const Func*> reached = {f};
+  for (std::vector<const Func*> work = {f}; !work.empty();) {
+    const Func* fn = work.back();
+    work.pop_back();
+    for (const auto& op : fn->ops())
+      if (op->kind() == OpKind::Loop)
+        if (const Func* body = module_->lookupFunc(op->attrs().getStr("body"));
+            body && reached.insert(body).second)
+          work.push_back(body);
+  }
+  std::vector<Func*> unreached;
+  for (const auto& fn : module_->funcs())
+    if (!reached.count(fn.get())) unreached.push_back(fn.get());
+  for (Func* fn : unreached) module_->removeFunc(fn);
+
   for (const auto& fn : module_->funcs())
     for (const auto& op : fn->ops()) {
       if (op->kind() != OpKind::Weight) continue;
@@ -225,7 +243,8 @@ Status convertNodes(Ctx& c, const pb::GraphProto& g) {
       return d;
     }
     for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty() && !c.values.count(node.output(i)))
+      if (!node.output(i).empty() && !c.values.count(node.output(i)) &&
+          !c.emptySequences.count(node.output(i)))
         return c.err("output " + std::to_string(i) + " ('" + node.output(i) +
                      "') is not supported by kiln's converter");
   }
@@ -285,6 +304,7 @@ const Registry& registry() {
     registerSignal(r);
     registerControl(r);
     registerDataShaped(r);
+    registerSequence(r);
     return r;
   }();
   return reg;

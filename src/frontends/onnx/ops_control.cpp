@@ -92,6 +92,23 @@ Result<std::vector<Val>> importSubgraph(Ctx& c, const pb::GraphProto& g,
   return out;
 }
 
+// Drops the initializers of every subgraph of `node` (nested ones too) from the cache of
+// imported subgraph initializers, before the node's protobuf is freed.
+void forgetInitializers(Ctx& c, const pb::NodeProto& node) {
+  auto graph = [&](const pb::GraphProto& g, auto& self) -> void {
+    for (const auto& t : g.initializer()) c.subgraphInitializers.erase(&t);
+    for (const auto& n : g.node())
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) self(a.g(), self);
+        for (const auto& sub : a.graphs()) self(sub, self);
+      }
+  };
+  for (const auto& a : node.attribute()) {
+    if (a.has_g()) graph(a.g(), graph);
+    for (const auto& sub : a.graphs()) graph(sub, graph);
+  }
+}
+
 // The single element of a value known at import time, as a bool.
 Result<bool> knownBool(const Ctx& c, const Val& v, const std::string& what) {
   if (v.value->numElements() != 1)
@@ -372,6 +389,20 @@ Status hostLoop(Ctx& c, const pb::GraphProto& g, size_t n, size_t k) {
 }
 
 Status loopOp(Ctx& c) {
+  // Sequences the body appends to become scan outputs (ops_sequence.cpp).
+  KILN_TRY(std::optional<SequenceLoop> seq, sequencesAsScans(c));
+  if (seq) {
+    const pb::NodeProto* node = &c.node();
+    c.setNode(&seq->node);
+    Status s = loopOp(c);
+    c.setNode(node);
+    // The rewritten body goes away with `seq`: its initializers must leave the cache keyed by
+    // their addresses.
+    forgetInitializers(c, seq->node);
+    KILN_CHECK(s);
+    for (const std::string& name : seq->stacked) c.stackedSequences.insert(name);
+    return ok();
+  }
   KILN_TRY(const pb::GraphProto* body, graphAttr(c, "body"));
   const int nodeInputs = c.node().input_size();
   if (nodeInputs < 2) return c.err("Loop needs its inputs M and cond (either may be empty)");

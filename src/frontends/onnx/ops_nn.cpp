@@ -501,14 +501,44 @@ Status batchNormOp(Ctx& c) {
   KILN_TRY(double eps, c.attrFloat("epsilon", 1e-5));
   KILN_TRY(int64_t training, c.attrInt("training_mode", 0));
   KILN_TRY(int64_t spatial, c.attrInt("spatial", 1));
-  if (training) return c.err("training_mode=1 is not supported (inference only)");
   if (!spatial) return c.err("spatial=0 is not supported");
+  if (x.rank() < 2) return c.err("the input must have rank >= 2, got " + x.type().str());
   std::vector<Val> p;
   for (size_t i = 1; i <= 4; ++i) {
     KILN_TRY(Val v, c.input(i));
     if (v.rank() != 1) return c.err("scale, B, mean and var must be 1-D");
     KILN_TRY(v, perChannel(c, v, x.rank()));
     p.push_back(v);
+  }
+  if (training) {
+    // Normalized with the batch's own statistics (the mean and the biased variance over
+    // every axis but the channels); outputs 1 and 2 are the running mean and variance
+    // updated with them: running * momentum + batch * (1 - momentum).
+    KILN_TRY(double momentum, c.attrFloat("momentum", 0.9));
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < x.rank(); ++a)
+      if (a != 1) axes.push_back(a);
+    KILN_TRY(Val mean, c.op(OpKind::ReduceMean, {x}, axesAttrs(axes, true)));
+    KILN_TRY(Val d, c.op(OpKind::Sub, {x, mean}));
+    KILN_TRY(Val sq, c.op(OpKind::Mul, {d, d}));
+    KILN_TRY(Val var, c.op(OpKind::ReduceMean, {sq}, axesAttrs(axes, true)));
+    KILN_TRY(Val ve, c.op(OpKind::Add, {var, c.scalar(x.elem(), eps)}));
+    KILN_TRY(Val rs, c.op(OpKind::Rsqrt, {ve}));
+    KILN_TRY(Val f, c.op(OpKind::Mul, {p[0], rs}));
+    KILN_TRY(Val y, c.op(OpKind::Mul, {d, f}));
+    KILN_TRY(y, c.op(OpKind::Add, {y, p[1]}));
+    c.setOutput(0, y);
+    for (size_t k = 0; k < 2; ++k) {
+      if (c.numOutputs() <= k + 1) break;
+      KILN_TRY(Val running, c.input(k + 3));
+      const Val& batch = k == 0 ? mean : var;
+      KILN_TRY(Val flat, reshapeTo(c, batch, running.type().shape()));
+      KILN_TRY(Val a, c.op(OpKind::Mul, {running, c.scalar(running.elem(), momentum)}));
+      KILN_TRY(Val b, c.op(OpKind::Mul, {flat, c.scalar(flat.elem(), 1 - momentum)}));
+      KILN_TRY(Val r, c.op(OpKind::Add, {a, b}));
+      c.setOutput(k + 1, r);
+    }
+    return ok();
   }
   // y = (x - mean) * (scale / sqrt(var + eps)) + B
   KILN_TRY(Val var, c.op(OpKind::Add, {p[3], c.scalar(p[3].elem(), eps)}));

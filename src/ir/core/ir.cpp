@@ -204,6 +204,16 @@ std::unique_ptr<Func> Module::replaceFunc(Func* old, std::unique_ptr<Func> f) {
   return nullptr;
 }
 
+std::unique_ptr<Func> Module::removeFunc(Func* f) {
+  for (auto it = funcs_.begin(); it != funcs_.end(); ++it)
+    if (it->get() == f) {
+      std::unique_ptr<Func> out = std::move(*it);
+      funcs_.erase(it);
+      return out;
+    }
+  return nullptr;
+}
+
 Func* Module::lookupFunc(std::string_view name) const {
   for (const auto& f : funcs_)
     if (f->name() == name) return f.get();

@@ -302,6 +302,8 @@ public:
   Func* lookupFunc(std::string_view name) const;
   // Puts `f` in the place of `old` (same position) and hands `old` back to the caller.
   std::unique_ptr<Func> replaceFunc(Func* old, std::unique_ptr<Func> f);
+  // Takes `f` out of the module and hands it back (null when it is not the module's).
+  std::unique_ptr<Func> removeFunc(Func* f);
   const std::vector<std::unique_ptr<Func>>& funcs() const { return funcs_; }
 
   Status addWeight(WeightDecl w);

@@ -3,6 +3,7 @@
 // differential test and the `ref` device.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "ir/core/host_tensor.h"
@@ -25,11 +26,18 @@ inline constexpr int64_t kMaxLoopIterations = int64_t(1) << 20;
 // calls the first again would otherwise recurse until the stack ends).
 inline constexpr int kMaxLoopDepth = 16;
 
-// A loop's scan output: the slices one per iteration (each `elem` of shape `slice`), stacked
-// along a new first dim; a slice of another type or shape is an error at `loc`.
-Result<HostTensor> stackScanSlices(const std::vector<HostTensor>& slices, ElemType elem,
-                                   const std::vector<int64_t>& slice, const Loc& loc,
-                                   const std::string& what);
+// One `loop`'s iterations, for the interpreter, the executor's run_loop and the sim driver:
+// `in` holds the most iterations, the initial condition, the carried values and the
+// invariants; `body` runs one iteration on (i, true, carried..., invariants...) and returns
+// (condition, carried..., scan slices...). The result: the carried values after the last
+// iteration, then each scan output, its slices stacked along a new first dim (scanTypes: the
+// scan outputs' types, whose dims after the first are evaluated over `binding`). At most
+// kMaxLoopIterations iterations; errors name `loc`.
+using LoopBody = std::function<Result<std::vector<HostTensor>>(const std::vector<HostTensor>& in)>;
+Result<std::vector<HostTensor>> runLoopIterations(std::vector<HostTensor> in, size_t carried,
+                                                  const std::vector<Type>& scanTypes,
+                                                  const SymbolBinding& binding,
+                                                  const LoopBody& body, const Loc& loc);
 
 // Like interpret, starting from symbols already bound (a runtime kernel receives the
 // caller's binding, so result dims may use symbols its own inputs do not carry).

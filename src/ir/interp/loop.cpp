@@ -1,6 +1,7 @@
-// The interpreter's `loop`: calls the body function while the iteration count and the
-// condition allow, carrying its values from one iteration to the next and stacking its scan
-// slices into the scan outputs.
+// A `loop`'s iterations (runLoopIterations, shared by the interpreter, the executor's
+// run_loop and the sim driver) and the interpreter's `loop` kernel: the body function is
+// called while the iteration count and the condition allow, its carried values passed on to
+// the next iteration and its scan slices stacked into the scan outputs.
 #include <cstring>
 
 #include "ir/interp/interp.h"
@@ -8,9 +9,13 @@
 
 namespace kiln {
 
-Result<HostTensor> stackScanSlices(const std::vector<HostTensor>& slices, ElemType elem,
-                                   const std::vector<int64_t>& slice, const Loc& loc,
-                                   const std::string& what) {
+namespace {
+
+// A scan output: the slices, one per iteration (each `elem` of shape `slice`), stacked along
+// a new first dim; a slice of another type or shape is an error.
+Result<HostTensor> stackSlices(const std::vector<HostTensor>& slices, ElemType elem,
+                               const std::vector<int64_t>& slice, const Loc& loc,
+                               const std::string& what) {
   int64_t per = 1;
   for (int64_t d : slice)
     if (d < 0 || __builtin_mul_overflow(per, d, &per))
@@ -35,6 +40,62 @@ Result<HostTensor> stackScanSlices(const std::vector<HostTensor>& slices, ElemTy
   return out;
 }
 
+} // namespace
+
+Result<std::vector<HostTensor>> runLoopIterations(std::vector<HostTensor> in, size_t carried,
+                                                  const std::vector<Type>& scanTypes,
+                                                  const SymbolBinding& binding,
+                                                  const LoopBody& body, const Loc& loc) {
+  const size_t scans = scanTypes.size();
+  if (in.size() < 2 + carried || in[0].numElements() != 1 || in[1].numElements() != 1)
+    return error(loc, "loop: needs the most iterations and the condition (one element each) "
+                      "and " +
+                          std::to_string(carried) + " carried values");
+  // Each scan slice's shape: its scan output's type without the first dim (the count).
+  std::vector<std::vector<int64_t>> sliceShapes;
+  for (const Type& t : scanTypes) {
+    std::vector<int64_t> shape;
+    for (int64_t d = 1; d < t.rank(); ++d) {
+      std::optional<int64_t> v =
+          t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(binding);
+      if (!v || *v < 0)
+        return error(loc, "loop: dim " + std::to_string(d) + " of scan output " + t.str() +
+                              " cannot be evaluated at run time");
+      shape.push_back(*v);
+    }
+    sliceShapes.push_back(std::move(shape));
+  }
+  int64_t most = in[0].getI(0);
+  bool cond = in[1].getI(0) != 0;
+  std::vector<std::vector<HostTensor>> slices(scans);
+  for (int64_t i = 0; cond && i < most; ++i) {
+    if (i == kMaxLoopIterations)
+      return error(loc, "the loop runs more than " + std::to_string(kMaxLoopIterations) +
+                            " iterations, kiln's limit");
+    in[0] = HostTensor(ElemType::I64, {});
+    in[0].setI(0, i);
+    in[1] = HostTensor(ElemType::I1, {});
+    in[1].setI(0, 1);
+    KILN_TRY(std::vector<HostTensor> out, body(in));
+    if (out.size() != carried + 1 + scans || out[0].numElements() != 1)
+      return error(loc, "loop: the body returned " + std::to_string(out.size()) +
+                            " values; it must return the condition, " + std::to_string(carried) +
+                            " carried values and " + std::to_string(scans) + " scan slices");
+    cond = out[0].getI(0) != 0;
+    for (size_t k = 0; k < carried; ++k) in[2 + k] = std::move(out[1 + k]);
+    for (size_t j = 0; j < scans; ++j) slices[j].push_back(std::move(out[1 + carried + j]));
+  }
+  std::vector<HostTensor> results(
+      std::make_move_iterator(in.begin() + 2),
+      std::make_move_iterator(in.begin() + 2 + static_cast<long>(carried)));
+  for (size_t j = 0; j < scans; ++j) {
+    KILN_TRY(HostTensor s, stackSlices(slices[j], scanTypes[j].elem(), sliceShapes[j], loc,
+                                       "loop scan output " + std::to_string(j)));
+    results.push_back(std::move(s));
+  }
+  return results;
+}
+
 namespace interp {
 
 KernelResult kernelLoop(const KernelCtx& c) {
@@ -49,60 +110,16 @@ KernelResult kernelLoop(const KernelCtx& c) {
   if (!body) return opError(c, "the body @" + name + " is not defined");
   if (!c.weights) return opError(c, "needs a weight store to run the body @" + name);
   auto carried = static_cast<size_t>(c.op.attrs().getInt("carried"));
-  size_t scans = c.op.numResults() - std::min(c.op.numResults(), carried);
-  if (c.in.size() < 2 + carried || c.in[0].numElements() != 1 || c.in[1].numElements() != 1)
-    return opError(c, "needs the most iterations, the condition and " + std::to_string(carried) +
-                          " carried values");
-  // The shape of each scan slice: the scan output's type without its first dim (the
-  // iteration count), evaluated over the symbols bound so far.
-  std::vector<std::vector<int64_t>> sliceShapes;
-  for (size_t j = 0; j < scans; ++j) {
-    const Type& t = c.op.result(carried + j)->type();
-    std::vector<int64_t> shape;
-    for (int64_t d = 1; d < t.rank(); ++d) {
-      std::optional<int64_t> v =
-          t.dim(d).isUnknown() ? std::nullopt : t.dim(d).expr().evaluate(c.binding);
-      if (!v)
-        return opError(c, "dim " + std::to_string(d) + " of scan output " + t.str() +
-                              " cannot be evaluated");
-      shape.push_back(*v);
-    }
-    sliceShapes.push_back(std::move(shape));
-  }
-  int64_t most = c.in[0].getI(0);
-  bool cond = c.in[1].getI(0) != 0;
-  std::vector<HostTensor> values(c.in.begin() + 2, c.in.begin() + 2 + static_cast<long>(carried));
-  std::vector<std::vector<HostTensor>> slices(scans);
+  std::vector<Type> scanTypes;
+  for (size_t r = carried; r < c.op.numResults(); ++r) scanTypes.push_back(c.op.result(r)->type());
   ++depth;
   struct Leave {
     ~Leave() { --depth; }
   } leave;
-  for (int64_t i = 0; cond && i < most; ++i) {
-    if (i == kMaxLoopIterations)
-      return opError(c, "the loop runs more than " + std::to_string(kMaxLoopIterations) +
-                            " iterations, kiln's limit");
-    HostTensor iter(ElemType::I64, {}), flag(ElemType::I1, {});
-    iter.setI(0, i);
-    flag.setI(0, 1);
-    std::vector<HostTensor> in = {iter, flag};
-    in.insert(in.end(), values.begin(), values.end());
-    in.insert(in.end(), c.in.begin() + 2 + static_cast<long>(carried), c.in.end());
-    KILN_TRY(std::vector<HostTensor> out, interpret(*body, in, *c.weights));
-    if (out.size() != carried + 1 + scans || out[0].numElements() != 1)
-      return opError(c, "the body @" + name + " must return the condition, " +
-                            std::to_string(carried) + " carried values and " +
-                            std::to_string(scans) + " scan slices");
-    cond = out[0].getI(0) != 0;
-    for (size_t k = 0; k < carried; ++k) values[k] = std::move(out[k + 1]);
-    for (size_t j = 0; j < scans; ++j) slices[j].push_back(std::move(out[1 + carried + j]));
-  }
-  for (size_t j = 0; j < scans; ++j) {
-    ElemType elem = c.op.result(carried + j)->type().elem();
-    KILN_TRY(HostTensor s, stackScanSlices(slices[j], elem, sliceShapes[j], c.op.loc(),
-                                           "loop scan output " + std::to_string(j)));
-    values.push_back(std::move(s));
-  }
-  return values;
+  return runLoopIterations(
+      c.in, carried, scanTypes, c.binding,
+      [&](const std::vector<HostTensor>& in) { return interpret(*body, in, *c.weights); },
+      c.op.loc());
 }
 
 } // namespace interp

@@ -55,11 +55,10 @@ Result<std::vector<HostTensor>> runDispatch(const Op& op, const Func& kernel,
   return outs;
 }
 
-} // namespace
-
-Result<std::vector<HostTensor>> runOnSim(const Func& f, const std::vector<HostTensor>& inputs,
-                                         WeightStore& weights, SimStats* stats) {
-  detail::stats() = SimStats{};
+// Runs `f`: its dispatches of lowered kernels on the simulator, a `loop` by running its body
+// the same way (at most kMaxLoopDepth deep), every other op on the interpreter.
+Result<std::vector<HostTensor>> runFunc(const Func& f, const std::vector<HostTensor>& inputs,
+                                        WeightStore& weights, int depth) {
   KILN_TRY(SymbolBinding dims, bindSymbols(f, inputs));
   std::unordered_map<const Value*, HostTensor> env;
   for (size_t i = 0; i < inputs.size(); ++i) env.emplace(f.arg(i), inputs[i]);
@@ -67,9 +66,33 @@ Result<std::vector<HostTensor>> runOnSim(const Func& f, const std::vector<HostTe
   for (const auto& op : f.ops()) {
     std::vector<HostTensor> in;
     for (const Value* v : op->operands()) in.push_back(env.at(v));
-    if (op->has(kTerminator)) {
-      if (stats) *stats = detail::stats();
-      return in;
+    if (op->has(kTerminator)) return in;
+    if (op->kind() == OpKind::Loop) {
+      const Func* body = m ? m->lookupFunc(op->attrs().getStr("body")) : nullptr;
+      if (!body)
+        return error(op->loc(),
+                     "loop: the body @" + op->attrs().getStr("body") + " is not defined");
+      if (depth >= kMaxLoopDepth)
+        return error(op->loc(), "loops nest more than " + std::to_string(kMaxLoopDepth) + " deep");
+      auto carried = static_cast<size_t>(op->attrs().getInt("carried"));
+      std::vector<Type> scanTypes;
+      for (size_t r = carried; r < op->numResults(); ++r)
+        scanTypes.push_back(op->result(r)->type());
+      KILN_TRY(std::vector<HostTensor> outs, runLoopIterations(
+                                                 in, carried, scanTypes, dims,
+                                                 [&](const std::vector<HostTensor>& args) {
+                                                   return runFunc(*body, args, weights, depth + 1);
+                                                 },
+                                                 op->loc()));
+      // The scan outputs' length binds their data-dependent symbol.
+      for (size_t r = carried; r < op->numResults() && r < outs.size(); ++r) {
+        const Type& t = op->result(r)->type();
+        if (t.rank() > 0 && !t.dim(0).isUnknown())
+          if (auto name = t.dim(0).expr().symbolName()) dims[*name] = outs[r].shape()[0];
+      }
+      for (size_t r = 0; r < op->numResults() && r < outs.size(); ++r)
+        env.insert_or_assign(op->result(r), outs[r]);
+      continue;
     }
     const Func* kernel = nullptr;
     if (op->kind() == OpKind::Dispatch && m) kernel = m->lookupFunc(op->attrs().getStr("kernel"));
@@ -82,6 +105,16 @@ Result<std::vector<HostTensor>> runOnSim(const Func& f, const std::vector<HostTe
     for (size_t r = 0; r < op->numResults(); ++r) env.insert_or_assign(op->result(r), (*outs)[r]);
   }
   return error(f.loc(), "@" + f.name() + " has no return");
+}
+
+} // namespace
+
+Result<std::vector<HostTensor>> runOnSim(const Func& f, const std::vector<HostTensor>& inputs,
+                                         WeightStore& weights, SimStats* stats) {
+  detail::stats() = SimStats{};
+  KILN_TRY(std::vector<HostTensor> out, runFunc(f, inputs, weights, 0));
+  if (stats) *stats = detail::stats();
+  return out;
 }
 
 } // namespace kiln::sim
