@@ -293,8 +293,7 @@ Result<Imported> importFile(const std::string& path, const ImportOptions& option
   if (fd < 0) return error(Loc::named(path), "cannot open the file");
   std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { ::close(*f); });
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > INT32_MAX)
-    return tooLarge(path);
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > INT32_MAX) return tooLarge(path);
   pb::ModelProto model;
   {
     google::protobuf::io::FileInputStream in(fd, 1 << 20);
