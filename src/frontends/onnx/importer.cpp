@@ -3,6 +3,7 @@
 // converts each node through the registry (convertNodes, which ops_control.cpp also runs on
 // subgraphs), and returns the graph outputs.
 #include <algorithm>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -297,7 +298,12 @@ Result<Imported> importFile(const std::string& path, const ImportOptions& option
   pb::ModelProto model;
   {
     google::protobuf::io::FileInputStream in(fd, 1 << 20);
-    if (!model.ParseFromZeroCopyStream(&in)) return notParsed(path);
+    bool parsed = model.ParseFromZeroCopyStream(&in);
+    // A read error ends the stream as the end of the file would (a folder reads as empty).
+    if (in.GetErrno() != 0)
+      return error(Loc::named(path),
+                   std::string("cannot read the file: ") + std::strerror(in.GetErrno()));
+    if (!parsed) return notParsed(path);
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   Importer imp(path, dir.empty() ? "." : dir, options);
