@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <xxhash.h>
 
@@ -48,10 +49,16 @@ uint64_t getU64(std::string_view s, size_t at) {
 
 uint64_t hashOf(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 
+// A section as it will be written: its bytes (meta, host, an executable), or for the weights
+// section the embedded tensors, each at its 64-byte aligned offset in the section, written
+// from where they are held instead of from a copy.
 struct PendingSection {
   uint32_t kind;
   std::string name;
   std::string data;
+  std::vector<std::pair<uint64_t, const HostTensor*>> tensors;
+  uint64_t size = 0;
+  uint64_t hash = 0;
 };
 
 nlohmann::json statsJson(const FunctionStats& s) {
@@ -65,9 +72,25 @@ nlohmann::json statsJson(const FunctionStats& s) {
           {"bound_at", s.boundAt}};
 }
 
-} // namespace
+// Where the bytes go: false when they could not be written.
+using ByteSink = std::function<bool(const char* data, size_t size)>;
 
-Result<std::string> serializeProgram(const Program& p) {
+constexpr char kZeros[kAlign] = {};
+
+// Emits the tensor section's bytes (zero gaps, then each tensor) in order.
+bool emitTensors(const PendingSection& s, const ByteSink& put) {
+  uint64_t at = 0;
+  for (const auto& [offset, t] : s.tensors) {
+    if (!put(kZeros, offset - at)) return false;
+    if (!put(reinterpret_cast<const char*>(t->data()), t->byteSize())) return false;
+    at = offset + t->byteSize();
+  }
+  return true;
+}
+
+// The module's bytes, in file order, to `put`: the header and section table first (each
+// section's checksum is computed before anything is written), then the sections.
+Status emitProgram(const Program& p, const ByteSink& put, const Loc& where) {
   if (!p.host) return error(Loc{}, "internal: program without a host module");
   nlohmann::json meta;
   meta["entries"] = p.entries;
@@ -79,15 +102,16 @@ Result<std::string> serializeProgram(const Program& p) {
 
   const std::map<std::string, HostTensor>& embedded = p.embeddedWeights;
   std::vector<PendingSection> sections;
-  std::string weights;
+  PendingSection weights{kWeightsSection, "weights", {}, {}, 0, 0};
   for (const auto& [name, t] : embedded) {
-    weights.resize(alignUp(weights.size()), '\0');
+    weights.size = alignUp(weights.size);
     meta["weights"].push_back({{"name", name},
                                {"dtype", std::string(elemTypeName(t.elem()))},
                                {"shape", t.shape()},
-                               {"offset", weights.size()},
+                               {"offset", weights.size},
                                {"size", t.byteSize()}});
-    weights.append(reinterpret_cast<const char*>(t.data()), t.byteSize());
+    weights.tensors.emplace_back(weights.size, &t);
+    weights.size += t.byteSize();
   }
 
   // External weights are referenced by absolute path, so the module can move.
@@ -109,45 +133,92 @@ Result<std::string> serializeProgram(const Program& p) {
     if (size_t at = host.find(from); at != std::string::npos) host.replace(at, from.size(), to);
   }
 
-  sections.push_back({kHostSection, "host", std::move(host)});
+  sections.push_back({kHostSection, "host", std::move(host), {}, 0, 0});
   for (const ExecutableImage& e : p.executables) {
     std::string name = "exec." + e.target;
     if (name.size() >= kNameBytes)
       return error(Loc{}, "executable target name '" + e.target + "' is too long");
     meta["executables"].push_back({{"target", e.target}, {"section", name}});
-    sections.push_back({kExecSection, name, e.payload});
+    sections.push_back({kExecSection, name, e.payload, {}, 0, 0});
   }
-  if (!embedded.empty()) sections.push_back({kWeightsSection, "weights", std::move(weights)});
-  sections.insert(sections.begin(), PendingSection{kMetaSection, "meta", meta.dump(1)});
+  if (!embedded.empty()) sections.push_back(std::move(weights));
+  sections.insert(sections.begin(), PendingSection{kMetaSection, "meta", meta.dump(1), {}, 0, 0});
+
+  for (PendingSection& s : sections) {
+    if (s.kind != kWeightsSection) {
+      s.size = s.data.size();
+      s.hash = hashOf(s.data);
+      continue;
+    }
+    // The same checksum as over the section's bytes in one piece (XXH3's streaming form).
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                          XXH3_freeState);
+    if (!state || XXH3_64bits_reset(state.get()) == XXH_ERROR)
+      return error(Loc{}, "internal: cannot create a checksum state");
+    auto update = [&](const char* d, size_t n) {
+      return XXH3_64bits_update(state.get(), d, n) != XXH_ERROR;
+    };
+    if (!emitTensors(s, update)) return error(Loc{}, "internal: the weights checksum failed");
+    s.hash = XXH3_64bits_digest(state.get());
+  }
 
   uint64_t tableEnd = kHeaderBytes + kEntryBytes * sections.size();
-  std::string out(tableEnd, '\0');
-  std::memcpy(out.data(), kMagic, 8);
-  putU32(out, 8, kFormatVersion);
-  putU32(out, 12, static_cast<uint32_t>(sections.size()));
+  std::string head(tableEnd, '\0');
+  std::memcpy(head.data(), kMagic, 8);
+  putU32(head, 8, kFormatVersion);
+  putU32(head, 12, static_cast<uint32_t>(sections.size()));
+  uint64_t size = tableEnd;
   for (size_t i = 0; i < sections.size(); ++i) {
-    out.resize(alignUp(out.size()), '\0');
+    size = alignUp(size);
     size_t e = kHeaderBytes + kEntryBytes * i;
-    putU32(out, e, sections[i].kind);
-    putU64(out, e + 8, out.size());
-    putU64(out, e + 16, sections[i].data.size());
-    putU64(out, e + 24, hashOf(sections[i].data));
-    std::memcpy(out.data() + e + 32, sections[i].name.data(), sections[i].name.size());
-    out += sections[i].data;
+    putU32(head, e, sections[i].kind);
+    putU64(head, e + 8, size);
+    putU64(head, e + 16, sections[i].size);
+    putU64(head, e + 24, sections[i].hash);
+    std::memcpy(head.data() + e + 32, sections[i].name.data(), sections[i].name.size());
+    size += sections[i].size;
   }
-  putU64(out, 16, out.size());
-  putU64(out, 24, hashOf(std::string_view(out.data(), tableEnd)));
+  putU64(head, 16, size);
+  putU64(head, 24, hashOf(head));
+
+  auto failed = [&] { return error(where, std::string("cannot write: ") + std::strerror(errno)); };
+  if (!put(head.data(), head.size())) return failed();
+  uint64_t at = tableEnd;
+  for (const PendingSection& s : sections) {
+    if (!put(kZeros, alignUp(at) - at)) return failed();
+    bool good = s.kind == kWeightsSection ? emitTensors(s, put) : put(s.data.data(), s.data.size());
+    if (!good) return failed();
+    at = alignUp(at) + s.size;
+  }
+  return ok();
+}
+
+} // namespace
+
+Result<std::string> serializeProgram(const Program& p) {
+  std::string out;
+  KILN_CHECK(emitProgram(
+      p,
+      [&](const char* d, size_t n) {
+        out.append(d, n);
+        return true;
+      },
+      Loc{}));
   return out;
 }
 
 Status writeProgramFile(const std::string& path, const Program& program) {
-  KILN_TRY(std::string bytes, serializeProgram(program));
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return error(Loc::named(path), std::string("cannot write: ") + std::strerror(errno));
-  bool good = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  good = std::fclose(f) == 0 && good;
-  if (!good) return error(Loc::named(path), std::string("cannot write: ") + std::strerror(errno));
-  return ok();
+  Status s = emitProgram(
+      program, [&](const char* d, size_t n) { return n == 0 || std::fwrite(d, 1, n, f) == n; },
+      Loc::named(path));
+  bool closed = std::fclose(f) == 0;
+  if (s.ok() && !closed)
+    s = error(Loc::named(path), std::string("cannot write: ") + std::strerror(errno));
+  // A module cut short would only be refused when loaded.
+  if (!s.ok()) std::remove(path.c_str());
+  return s;
 }
 
 Result<std::vector<SectionInfo>> validateContainer(std::string_view b, const std::string& name) {

@@ -56,6 +56,9 @@ enum SectionKind : uint32_t {
 // The serialized file. Weights not in program.embeddedWeights stay references; their
 // declarations' file paths are written as absolute paths.
 Result<std::string> serializeProgram(const Program& program);
+// The same bytes, written as a stream: each embedded weight goes from where it is held to the
+// file (no copy of the weights or of the module is built in memory). A failed write removes
+// the file.
 Status writeProgramFile(const std::string& path, const Program& program);
 
 // Validates the container (everything but the host program's IR) and lists its sections.

@@ -261,6 +261,51 @@ TEST_CASE("initializers: small ones are constants, large ones weights") {
   CHECK(out[0].getF(99) == 99);
 }
 
+TEST_CASE("a model file: raw_data weights move into the tensors; a bad file is a diagnostic") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kiln-onnx-file";
+  fs::create_directories(dir);
+  ModelBuilder b;
+  b.input("x", pb::TensorProto::FLOAT, {100});
+  std::vector<float> w(100);
+  for (int i = 0; i < 100; ++i) w[static_cast<size_t>(i)] = float(i) * 0.25f;
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(pb::TensorProto::FLOAT);
+  t->add_dims(100);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), 400));
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  fs::path file = dir / "m.onnx";
+  std::string bytes = b.bytes();
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << bytes;
+  }
+  auto fromFile = kiln::onnx::importFile(file.string());
+  auto fromBytes = kiln::onnx::importBytes(bytes, "m.onnx", dir.string());
+  REQUIRE_MESSAGE(fromFile.ok(), (fromFile.ok() ? "" : fromFile.diags().str()));
+  REQUIRE(fromBytes.ok());
+  REQUIRE(fromFile->weights.count("w") == 1);
+  CHECK(fromFile->weights.at("w").identical(fromBytes->weights.at("w")));
+  CHECK(fromFile->weights.at("w").getF(99) == 24.75);
+  CHECK(printModule(*fromFile->module) == printModule(*fromBytes->module));
+
+  for (size_t cut : {size_t(1), bytes.size() / 2, bytes.size() - 1}) {
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out << bytes.substr(0, cut);
+    }
+    auto r = kiln::onnx::importFile(file.string());
+    if (!r.ok()) CHECK(r.diags().list[0].str().find(file.string()) == 0);
+  }
+  CHECK(firstError(kiln::onnx::importFile((dir / "none.onnx").string())) ==
+        (dir / "none.onnx").string() + ": error: cannot open the file");
+  CHECK(firstError(kiln::onnx::importFile(dir.string())) ==
+        dir.string() + ": error: cannot read the file: Is a directory");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a QDQ weight of a Gemm stays i8, dequantized per output channel in the IR") {
   // y = x @ (DequantizeLinear(QuantizeLinear(w)))^T, w [3, 2] per output channel (axis 0).
   ModelBuilder b(13);

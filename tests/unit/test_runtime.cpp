@@ -9,6 +9,7 @@
 
 #include "compiler/compiler.h"
 #include "ir/interp/interp.h"
+#include "ir/io/mapped_file.h"
 #include "ir/io/safetensors.h"
 #include "ir/text/parser.h"
 #include "ir/text/printer.h"
@@ -401,6 +402,51 @@ TEST_CASE("weights held in memory by the module are embedded without touching a 
   REQUIRE(!bad.ok());
   CHECK(bad.diags().str().find("the data held in memory is tensor<4xf32> but the declaration "
                                "says tensor<3xf32>") != std::string::npos);
+}
+
+TEST_CASE("a module written to its file as a stream holds the serialized bytes") {
+  // Two weights whose sizes are not multiples of 64, so the weights section has gaps.
+  const char* const src = R"(weight @a : tensor<3xf32> = "w.safetensors"["a"]
+weight @b : tensor<17xf32> = "w.safetensors"["b"]
+func @main(%x: tensor<3xf32>, %y: tensor<17xf32>) -> (tensor<3xf32>, tensor<17xf32>) {
+  %0 = weight {name = "a"} : tensor<3xf32>
+  %1 = weight {name = "b"} : tensor<17xf32>
+  %2 = mul %x, %0 : tensor<3xf32>
+  %3 = add %y, %1 : tensor<17xf32>
+  return %2, %3
+}
+)";
+  CompileOptions opts;
+  opts.embedWeights = false;
+  HostTensor a(ElemType::F32, {3}), b(ElemType::F32, {17});
+  for (int i = 0; i < 3; ++i) a.setF(i, i + 0.5);
+  for (int i = 0; i < 17; ++i) b.setF(i, -i);
+  auto m = parseModule(src, "w.kir");
+  REQUIRE(m.ok());
+  (*m)->setWeightData("a", a);
+  (*m)->setWeightData("b", b);
+  auto p = compileProgram(m.take(), opts);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.diags().str()));
+  REQUIRE(p->embeddedWeights.size() == 2);
+  std::string bytes = bytesOf(*p);
+
+  namespace fs = std::filesystem;
+  fs::path file = fs::temp_directory_path() / "kiln-test-runtime-stream.kmod";
+  REQUIRE(writeProgramFile(file.string(), *p).ok());
+  auto mapped = mapFile(file.string());
+  REQUIRE(mapped.ok());
+  CHECK(std::string(reinterpret_cast<const char*>(mapped->data), mapped->size) == bytes);
+  auto loaded = loadProgramFile(file.string());
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.diags().str()));
+  CHECK(loaded->embeddedWeights.at("a").identical(a));
+  CHECK(loaded->embeddedWeights.at("b").identical(b));
+  fs::remove(file);
+
+  // A file that cannot be created is an error, and nothing is left behind.
+  fs::path dir = fs::temp_directory_path() / "kiln-test-runtime-stream-missing";
+  fs::remove_all(dir);
+  CHECK(!writeProgramFile((dir / "m.kmod").string(), *p).ok());
+  CHECK(!fs::exists(dir / "m.kmod"));
 }
 
 TEST_CASE("command buffers copy and fill within a device, in order, across a barrier") {

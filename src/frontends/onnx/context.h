@@ -151,6 +151,9 @@ private:
 Status convertNodes(Ctx& c, const pb::GraphProto& g);
 // Binds an initializer in the current scope: a constant when small, else a weight.
 Status addInitializer(Ctx& c, const pb::TensorProto& t);
+// The same for an initializer of a graph the importer owns: its raw_data moves into the
+// tensor (takeTensorFromProto), so the weight bytes are not held twice.
+Status takeInitializer(Ctx& c, pb::TensorProto& t);
 
 // `s` with bytes outside printable ASCII replaced by '?' (names from damaged files).
 std::string printable(const std::string& s);

@@ -3,10 +3,14 @@
 // converts each node through the registry (convertNodes, which ops_control.cpp also runs on
 // subgraphs), and returns the graph outputs.
 #include <algorithm>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
-#include <fstream>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <map>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "frontends/onnx/context.h"
 #include "frontends/onnx/import.h"
@@ -26,7 +30,7 @@ public:
   Importer(const std::string& name, const std::string& baseDir, const ImportOptions& opts)
       : name_(name), baseDir_(baseDir), opts_(opts) {}
 
-  Result<Imported> run(const pb::ModelProto& model);
+  Result<Imported> run(pb::ModelProto& model);
 
 private:
   Diag err(const std::string& message) const { return error(Loc::named(name_), message); }
@@ -123,7 +127,7 @@ Result<Type> Importer::typeOf(const pb::ValueInfoProto& vi) {
   return Type(*elem, shape);
 }
 
-Result<Imported> Importer::run(const pb::ModelProto& model) {
+Result<Imported> Importer::run(pb::ModelProto& model) {
   if (!model.has_graph()) return err("the model has no graph");
   KILN_TRY(int opset, findOpset(model));
   module_ = std::make_unique<Module>();
@@ -131,7 +135,7 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
   Func* f = module_->addFunc(std::move(fn));
   Ctx c(*module_, *f, name_, opts_, opset);
   c.baseDir = baseDir_;
-  const pb::GraphProto& g = model.graph();
+  pb::GraphProto& g = *model.mutable_graph();
 
   std::set<std::string> inits;
   for (const auto& t : g.initializer()) inits.insert(t.name());
@@ -152,7 +156,7 @@ Result<Imported> Importer::run(const pb::ModelProto& model) {
   for (const auto& [sym, range] : opts_.symbolRanges)
     if (!module_->symbols().lookup(sym))
       return err("a range is given for symbol '" + sym + "' but no input dim is named so");
-  for (const auto& t : g.initializer()) KILN_CHECK(addInitializer(c, t));
+  for (auto& t : *g.mutable_initializer()) KILN_CHECK(takeInitializer(c, t));
 
   c.quantizedWeights = quantizedWeights(g);
 
@@ -251,9 +255,13 @@ Status convertNodes(Ctx& c, const pb::GraphProto& g) {
   return ok();
 }
 
-Status addInitializer(Ctx& c, const pb::TensorProto& t) {
-  Loc loc = Loc::named(c.file() + ": initializer '" + t.name() + "'");
-  KILN_TRY(HostTensor data, tensorFromProto(t, c.baseDir, loc));
+namespace {
+
+Loc initializerLoc(const Ctx& c, const pb::TensorProto& t) {
+  return Loc::named(c.file() + ": initializer '" + t.name() + "'");
+}
+
+Status bindInitializer(Ctx& c, const pb::TensorProto& t, HostTensor data) {
   if (data.numElements() <= c.options().inlineLimit) {
     c.values[t.name()] = c.constant(std::move(data));
     return ok();
@@ -263,25 +271,62 @@ Status addInitializer(Ctx& c, const pb::TensorProto& t) {
   return ok();
 }
 
+} // namespace
+
+Status addInitializer(Ctx& c, const pb::TensorProto& t) {
+  KILN_TRY(HostTensor data, tensorFromProto(t, c.baseDir, initializerLoc(c, t)));
+  return bindInitializer(c, t, std::move(data));
+}
+
+Status takeInitializer(Ctx& c, pb::TensorProto& t) {
+  KILN_TRY(HostTensor data, takeTensorFromProto(t, c.baseDir, initializerLoc(c, t)));
+  return bindInitializer(c, t, std::move(data));
+}
+
+namespace {
+
+Diag tooLarge(const std::string& name) {
+  return error(Loc::named(name), "the model is larger than 2 GiB; keep weights in external "
+                                 "data files");
+}
+
+Diag notParsed(const std::string& name) {
+  return error(Loc::named(name), "not a valid ONNX model (the protobuf does not parse; is the "
+                                 "file truncated or corrupted?)");
+}
+
+} // namespace
+
 Result<Imported> importBytes(std::string_view bytes, const std::string& name,
                              const std::string& baseDir, const ImportOptions& options) {
   pb::ModelProto model;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX))
-    return error(Loc::named(name), "the model is larger than 2 GiB; keep weights in external "
-                                   "data files");
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return error(Loc::named(name), "not a valid ONNX model (the protobuf does not parse; is the "
-                                   "file truncated or corrupted?)");
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return tooLarge(name);
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return notParsed(name);
   Importer imp(name, baseDir, options);
   return imp.run(model);
 }
 
 Result<Imported> importFile(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error(Loc::named(path), "cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Parsed from the file as it is read, not from a copy of it in memory: with the raw_data
+  // the importer moves into the weights, a model's weight bytes are held once.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return error(Loc::named(path), "cannot open the file");
+  std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { ::close(*f); });
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > INT32_MAX) return tooLarge(path);
+  pb::ModelProto model;
+  {
+    google::protobuf::io::FileInputStream in(fd, 1 << 20);
+    bool parsed = model.ParseFromZeroCopyStream(&in);
+    // A read error ends the stream as the end of the file would (a folder reads as empty).
+    if (in.GetErrno() != 0)
+      return error(Loc::named(path),
+                   std::string("cannot read the file: ") + std::strerror(in.GetErrno()));
+    if (!parsed) return notParsed(path);
+  }
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return importBytes(bytes, path, dir.empty() ? "." : dir, options);
+  Importer imp(path, dir.empty() ? "." : dir, options);
+  return imp.run(model);
 }
 
 std::vector<std::string> supportedOps() {

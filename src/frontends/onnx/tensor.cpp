@@ -1,5 +1,6 @@
 // TensorProto → HostTensor: raw_data, the typed repeated fields, and external data files,
-// every size checked against the declared shape before a byte is copied.
+// every size checked against the declared shape before a byte is copied (or, for a proto
+// the caller gives up, before its raw_data is moved).
 #include "frontends/onnx/tensor.h"
 
 #include <cstring>
@@ -103,8 +104,12 @@ Result<std::string> readExternal(const pb::TensorProto& t, const std::string& ba
 
 } // namespace
 
-Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
-                                   const Loc& loc) {
+namespace {
+
+// tensorFromProto and takeTensorFromProto: with `take`, raw_data moves out of `take` (which
+// is `t`) into the tensor instead of being copied.
+Result<HostTensor> convert(const pb::TensorProto& t, const std::string& baseDir, const Loc& loc,
+                           pb::TensorProto* take) {
   std::optional<ElemType> elem = elemTypeOf(t.data_type());
   if (!elem)
     return error(loc, "tensor '" + t.name() + "' has element type " + onnxTypeName(t.data_type()) +
@@ -129,6 +134,13 @@ Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& 
   }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != bytes) return sizeError(t.raw_data().size());
+    if (take && bytes) {
+      // A swap, not a copy: the tensor views the string the parser filled.
+      auto raw = std::make_shared<std::string>();
+      raw->swap(*take->mutable_raw_data());
+      const void* data = raw->data();
+      return HostTensor::view(*elem, shape, data, std::move(raw));
+    }
     HostTensor out(*elem, shape);
     if (bytes) std::memcpy(out.mutableData(), t.raw_data().data(), bytes);
     return out;
@@ -183,6 +195,18 @@ Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& 
     break;
   }
   return out;
+}
+
+} // namespace
+
+Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
+                                   const Loc& loc) {
+  return convert(t, baseDir, loc, nullptr);
+}
+
+Result<HostTensor> takeTensorFromProto(pb::TensorProto& t, const std::string& baseDir,
+                                       const Loc& loc) {
+  return convert(t, baseDir, loc, &t);
 }
 
 } // namespace kiln::onnx

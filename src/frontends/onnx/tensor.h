@@ -20,5 +20,9 @@ int32_t onnxTypeOf(ElemType t);
 // The tensor's data; external data resolves against `baseDir`. Errors at `loc`.
 Result<HostTensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
                                    const Loc& loc);
+// The same, but raw_data moves out of `t` into the tensor (a view that owns the string)
+// instead of being copied: for a model the importer owns, so its weights are held once.
+Result<HostTensor> takeTensorFromProto(pb::TensorProto& t, const std::string& baseDir,
+                                       const Loc& loc);
 
 } // namespace kiln::onnx
