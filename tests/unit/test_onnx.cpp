@@ -708,6 +708,53 @@ TEST_CASE("Loop with a known trip count unrolls, with a scan output") {
   }
 }
 
+TEST_CASE("A sequence a Loop appends to is its scan output; ConcatFromSequence stacks or "
+          "concatenates it") {
+  // What PyTorch exports for `ys = []; for _ in range(int(m)): s = s + x; ys.append(s)`.
+  ModelBuilder b(14);
+  b.input("x", pb::TensorProto::FLOAT, {2});
+  b.input("m", pb::TensorProto::INT64, {});
+  initScalar(b.g, "go", pb::TensorProto::BOOL, 1);
+  b.node("SequenceEmpty", {}, {"empty"}, "empty");
+  auto* n = b.node("Loop", {"m", "go", "x", "empty"}, {"s", "seq"}, "loop");
+  auto* body = subgraph(n, "body", {"i", "c", "s_in", "seq_in"}, {"c", "s_out", "seq_out"});
+  addNode(body, "Add", {"s_in", "x"}, {"s_out"});
+  addNode(body, "SequenceInsert", {"seq_in", "s_out"}, {"seq_out"});
+  attrInt(b.node("ConcatFromSequence", {"seq"}, {"stacked"}, "stack"), "new_axis", 1);
+  auto* cat = b.node("ConcatFromSequence", {"seq"}, {"joined"}, "cat");
+  attrInt(cat, "axis", 0);
+  b.output("stacked");
+  b.output("joined");
+  auto r = kiln::onnx::importBytes(b.bytes(), "m.onnx", "");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.diags().str()));
+  CHECK(verifyModule(*r->module).ok());
+  CHECK(r->module->funcs()[0]->resultTypes()[0].str() == "tensor<{seq_len}x2xf32>");
+  CHECK(r->module->funcs()[0]->resultTypes()[1].str() == "tensor<{2*seq_len}xf32>");
+  HostTensor m(ElemType::I64, {});
+  m.setI(0, 3);
+  auto out = run(*r, {F32({2}, {1, 10}), m});
+  REQUIRE(out[0].shape() == std::vector<int64_t>{3, 2});
+  std::vector<double> want{2, 20, 3, 30, 4, 40};
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(out[0].getF(i) == want[static_cast<size_t>(i)]);
+    CHECK(out[1].getF(i) == want[static_cast<size_t>(i)]);
+  }
+
+  SUBCASE("a body that reads the sequence is an error") {
+    addNode(body, "SequenceLength", {"seq_in"}, {"len"});
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'loop' (Loop): error: loop-carried value 1 ('empty') is a "
+                    "sequence; kiln converts a sequence that the body only appends to") == 0);
+  }
+  SUBCASE("ConcatFromSequence of any other sequence is an error") {
+    b.node("ConcatFromSequence", {"empty"}, {"other"}, "other");
+    b.output("other");
+    CHECK(firstError(kiln::onnx::importBytes(b.bytes(), "m.onnx", ""))
+              .find("m.onnx: node 'other' (ConcatFromSequence): error: 'empty' is a sequence "
+                    "kiln cannot hold") == 0);
+  }
+}
+
 TEST_CASE("Scan in reverse over its input, with a forward and a reverse scan output") {
   ModelBuilder b(11);
   b.input("init", pb::TensorProto::FLOAT, {2});

@@ -48,6 +48,7 @@ Status sequenceEmptyOp(Ctx& c) {
 // new_axis = 1 stacks the elements along `axis` (dim 0 moved there), new_axis = 0
 // concatenates them along it (dim 0 moved next to it and merged into it).
 Status concatFromSequenceOp(Ctx& c) {
+  if (!c.hasInput(0)) return c.err("the input sequence is missing");
   const std::string& name = c.node().input(0);
   if (!c.stackedSequences.count(name))
     return c.err("'" + printable(name) +
