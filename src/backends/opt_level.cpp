@@ -82,6 +82,8 @@ OptLevel chooseOptLevel(const Func& k, const OptLevelRule& rule) {
   return accumulatesProducts(k) ? rule.contraction : rule.other;
 }
 
+bool llvmUnrollsLoops(const Func& k) { return !accumulatesProducts(k); }
+
 namespace {
 
 bool parseLevel(const std::string& s, OptLevel* out) {
