@@ -82,8 +82,6 @@ OptLevel chooseOptLevel(const Func& k, const OptLevelRule& rule) {
   return accumulatesProducts(k) ? rule.contraction : rule.other;
 }
 
-bool llvmUnrollsLoops(const Func& k) { return !accumulatesProducts(k); }
-
 namespace {
 
 bool parseLevel(const std::string& s, OptLevel* out) {

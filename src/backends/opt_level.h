@@ -41,15 +41,6 @@ bool accumulatesProducts(const Func& k);
 // O2 (1.4 s) and has no loop or SLP vectorizer, so the rest get O2.
 OptLevel chooseOptLevel(const Func& k, const OptLevelRule& rule = {});
 
-// Whether LLVM may unroll the kernel's loops beyond those the emitter marks for full unrolling
-// (PipelineTuningOptions::LoopUnrolling): not in kernels that accumulate products in a loop
-// (accumulatesProducts). Their register tiles are unrolled by kiln already (rows in the kernel
-// IR, columns by llvm.loop.unroll.full); LLVM's runtime unrolling of the loops around them
-// only multiplied the code. On ResNet-18's 19 such kernels it took 21% of LLVM's time
-// (optimize and code generation) and the model ran as fast without it (docs/cli.md,
-// "Optimization levels").
-bool llvmUnrollsLoops(const Func& k);
-
 // An --opt-level / KILN_OPT_LEVEL value: "auto" (the default rule), one level for every
 // kernel ("O1", "O2", "O3", or "1", "2", "3"), or "C/R": C for contraction kernels, R for the
 // rest ("O3/O1"). Errors are located at `where`.

@@ -98,7 +98,6 @@ struct KernelGroup {
   size_t first = 0;
   std::string symbol;            // the entry point every member's launches call
   OptLevel level = OptLevel::O3; // the LLVM pipeline (chooseOptLevel of the first member)
-  bool unrollLoops = true;       // llvmUnrollsLoops of the first member
 };
 
 struct CompiledGroup {
@@ -117,8 +116,8 @@ struct LlvmCode {
 
 // One kernel's code, in an LLVMContext of its own.
 Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::string& symbol,
-                                 OptLevel level, bool unrollLoops, bool aliasing,
-                                 const CpuTargetSpec& spec, unsigned vectorBits, CpuOutput output) {
+                                 OptLevel level, bool aliasing, const CpuTargetSpec& spec,
+                                 unsigned vectorBits, CpuOutput output) {
   LlvmCode out;
   llvm::LLVMContext ctx;
   llvm::Module lm("kiln-kernel", ctx);
@@ -135,8 +134,7 @@ Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::stri
     if (!f.isDeclaration()) f.addFnAttr("prefer-vector-width", std::to_string(vectorBits));
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
   auto begin = std::chrono::steady_clock::now();
-  KILN_CHECK(
-      llvmgen::optimizeModule(lm, *tm, "<cpu backend>", static_cast<int>(level), unrollLoops));
+  KILN_CHECK(llvmgen::optimizeModule(lm, *tm, "<cpu backend>", static_cast<int>(level)));
   out.optimizeMs = msSince(begin);
   begin = std::chrono::steady_clock::now();
   if (output == CpuOutput::LlvmIr) {
@@ -166,8 +164,8 @@ Result<CompiledGroup> compileGroup(const Module& m, const Func& k, const KernelG
     }
   std::optional<Result<LlvmCode>> compiled;
   if (!llvmgen::runRecoverably([&] {
-        compiled.emplace(compileWithLlvm(m, k, g.symbol, g.level, g.unrollLoops, aliasing, spec,
-                                         vectorBits, output));
+        compiled.emplace(
+            compileWithLlvm(m, k, g.symbol, g.level, aliasing, spec, vectorBits, output));
       }))
     return error(k.loc(), "internal error: LLVM failed (a fatal error or a crash) while compiling "
                           "kernel @" +
@@ -210,14 +208,12 @@ Result<CpuCompiled> compileCpuKernels(const Module& m, const std::vector<const F
       if (fresh) {
         KernelKey content = kernelKey({identity});
         OptLevel level = chooseOptLevel(k, levels);
-        bool unroll = llvmUnrollsLoops(k);
-        groups.push_back({i, "kiln_cpu_kernel_" + content.hex(), level, unroll});
+        groups.push_back({i, "kiln_cpu_kernel_" + content.hex(), level});
         // The cache key adds what else decides the code: the machine, the vector width, the
-        // optimization level and unrolling, LLVM and this build of kiln.
+        // optimization level, LLVM and this build of kiln.
         keys.push_back(kernelKey({content.hex(), kernelCacheBuildId(), LLVM_VERSION_STRING,
                                   spec.machine.triple, spec.machine.cpu, spec.machine.features,
-                                  std::to_string(desc.preferredVectorBits), optLevelName(level),
-                                  unroll ? "unroll" : "no-unroll"}));
+                                  std::to_string(desc.preferredVectorBits), optLevelName(level)}));
       }
       const KernelGroup& g = groups[it->second];
       CpuKernelInfo info;

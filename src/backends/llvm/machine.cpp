@@ -52,8 +52,8 @@ Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSp
   return tm;
 }
 
-Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what, int level,
-                      bool unrollLoops) {
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
+                      int level) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple().str());
   std::string msg;
@@ -68,8 +68,7 @@ Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::strin
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
-  // Off, LoopFullUnrollPass and LoopUnrollPass still honour llvm.loop.unroll.full.
-  pto.LoopUnrolling = unrollLoops;
+  pto.LoopUnrolling = true;
   llvm::PassBuilder pb(&tm, pto);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
