@@ -126,10 +126,13 @@ protected:
   llvm::Value* thread_ = nullptr; // the CPU's thread counter (private slices); null on GPUs
   // Loops with at most this many iterations, all static, are unrolled completely (a register
   // tile's rows and columns, whose private accumulators then become registers), unless a loop
-  // that stays a loop is nested inside (a matmul's K steps of KC around the micro-kernel's
-  // loop over k: unrolling them copied the micro-kernel once per step, 18 times in ResNet-18's
-  // 3x3 convolutions, for no register gain).
+  // that stays a loop is nested inside and unrollAroundLoops_ is false.
   int64_t fullUnrollTrips_ = 32;
+  // On the cpu a loop around a loop is never unrolled completely: a matmul's static K steps of
+  // KC around the micro-kernel's loop over k copied the micro-kernel once per step (18 times in
+  // ResNet-18's 3x3 convolutions) for no register gain, and most of LLVM's time went to the
+  // copies. GPU kernels keep it (a thread's register tile around its K loop).
+  bool unrollAroundLoops_ = false;
   // Whether a loop emitted since the enclosing loop's body began stays a loop (is not marked
   // for full unrolling).
   bool loopInside_ = false;
@@ -188,7 +191,8 @@ KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
   auto* cl = llvm::dyn_cast<llvm::ConstantInt>(lo);
   auto* ch = llvm::dyn_cast<llvm::ConstantInt>(hi);
   auto* cs = llvm::dyn_cast<llvm::ConstantInt>(step);
-  bool full = !keep && !loopInside_ && cl && ch && cs && cs->getSExtValue() > 0 &&
+  bool full = !keep && (unrollAroundLoops_ || !loopInside_) && cl && ch && cs &&
+              cs->getSExtValue() > 0 &&
               (ch->getSExtValue() - cl->getSExtValue()) / cs->getSExtValue() <= fullUnrollTrips_;
   const char* hint = keep ? "llvm.loop.unroll.disable" : full ? "llvm.loop.unroll.full" : nullptr;
   loopInside_ = loopAround || !full;
