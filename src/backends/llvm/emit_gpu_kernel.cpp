@@ -39,6 +39,7 @@ public:
     // A GPU thread's register tile is at most 8x8; a longer loop (the K steps over a shared
     // tile) unrolled into every tile element would exhaust the registers.
     fullUnrollTrips_ = 8;
+    unrollAroundLoops_ = true;
     keepBarrierLoops_ = true;
   }
 
