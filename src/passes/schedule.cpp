@@ -198,10 +198,7 @@ private:
         if (op->attrs().has("reduce")) c.set("reduce", op->attrs().getStr("reduce"));
         if (op->attrs().has("axis")) c.set("axis", op->attrs().getInt("axis"));
         insertOp(f, op, OpKind::Collective, operands, std::move(c), {}, op->loc());
-        for (size_t r = 0; r < op->numResults(); ++r)
-          op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
-        op->dropOperands();
-        f.erase(op);
+        replaceByOutputs(f, op, operands);
         continue;
       }
       // A loop runs on the host: `run_loop` calls its body (scheduled like any function)
@@ -225,10 +222,7 @@ private:
         if (static_cast<int64_t>(op->numResults()) > carried)
           l.set("scans", static_cast<int64_t>(op->numResults()) - carried);
         insertOp(f, op, OpKind::RunLoop, operands, std::move(l), {}, op->loc());
-        for (size_t r = 0; r < op->numResults(); ++r)
-          op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
-        op->dropOperands();
-        f.erase(op);
+        replaceByOutputs(f, op, operands);
         continue;
       }
       if (op->kind() == OpKind::Transfer) {
@@ -315,13 +309,19 @@ private:
         insertOp(f, op, OpKind::BindSymbol, {counts[i]}, std::move(b), {}, op->loc());
         bound.insert(binds[i]);
       }
-      for (size_t r = 0; r < op->numResults(); ++r)
-        op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
-      op->dropOperands();
-      f.erase(op);
+      replaceByOutputs(f, op, operands);
     }
     insertFrees(f);
     return ok();
+  }
+
+  // Ends tensor op `op`, now carried out by host ops: each of its results is the buffer its
+  // host form writes, operands[op's operand count + r].
+  static void replaceByOutputs(Func& f, Op* op, const std::vector<Value*>& operands) {
+    for (size_t r = 0; r < op->numResults(); ++r)
+      op->result(r)->replaceAllUsesWith(operands[op->numOperands() + r]);
+    op->dropOperands();
+    f.erase(op);
   }
 
   static void collectTypeSymbols(const Type& t, std::set<std::string>& out) {

@@ -378,6 +378,12 @@ Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTenso
   return interp::runOp(c, nullptr);
 }
 
+Status bindResultSymbols(const Op& op, const std::vector<HostTensor>& operands,
+                         const std::vector<HostTensor>& results, SymbolBinding& binding) {
+  KernelCtx c{op, operands, binding, nullptr};
+  return interp::bindDataSymbols(c, results, binding);
+}
+
 Result<std::vector<HostTensor>> evalOpBinding(const Op& op, const std::vector<HostTensor>& operands,
                                               SymbolBinding& binding, WeightStore* weights) {
   KernelCtx c{op, operands, binding, weights};

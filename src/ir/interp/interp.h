@@ -53,6 +53,11 @@ Status bindArguments(const Func& f, const std::vector<HostTensor>& inputs, Symbo
 // element types and, for ops that need them, shapes (resolved with `binding`).
 Result<std::vector<HostTensor>> evalOp(const Op& op, const std::vector<HostTensor>& operands,
                                        const SymbolBinding& binding, WeightStore* weights);
+// Adds to `binding` the data-dependent symbols that `op`'s result types name, from the
+// shapes of `results` (what it produced), checking each against its range: what evalOpBinding
+// does after running an op, for a driver that ran it another way (the sim driver's loops).
+Status bindResultSymbols(const Op& op, const std::vector<HostTensor>& operands,
+                         const std::vector<HostTensor>& results, SymbolBinding& binding);
 // Like evalOp, and adds to `binding` the data-dependent symbols the op binds (a nonzero, or a
 // dispatch of a kernel with one), for the ops after it.
 Result<std::vector<HostTensor>> evalOpBinding(const Op& op, const std::vector<HostTensor>& operands,

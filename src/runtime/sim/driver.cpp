@@ -85,11 +85,7 @@ Result<std::vector<HostTensor>> runFunc(const Func& f, const std::vector<HostTen
                                                  },
                                                  op->loc()));
       // The scan outputs' length binds their data-dependent symbol.
-      for (size_t r = carried; r < op->numResults() && r < outs.size(); ++r) {
-        const Type& t = op->result(r)->type();
-        if (t.rank() > 0 && !t.dim(0).isUnknown())
-          if (auto name = t.dim(0).expr().symbolName()) dims[*name] = outs[r].shape()[0];
-      }
+      KILN_CHECK(bindResultSymbols(*op, in, outs, dims));
       for (size_t r = 0; r < op->numResults() && r < outs.size(); ++r)
         env.insert_or_assign(op->result(r), outs[r]);
       continue;
