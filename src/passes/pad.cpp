@@ -67,6 +67,10 @@ bool exact(const KernelShape& s, const CpuMatmulPlan& p, const SymbolTable& syms
   return matmulExact(s, p.mc, p.nc, p.kc, syms);
 }
 
+bool exact(const KernelShape&, const CpuDotPlan&, const SymbolTable&, const TargetDesc&) {
+  return true; // its loops run over exact bounds (the last chunk's indices clamped)
+}
+
 bool exact(const KernelShape& s, const GpuReducePlan& p, const SymbolTable& syms,
            const TargetDesc& t) {
   return gpuReduceExact(s, p, syms, t);

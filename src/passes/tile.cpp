@@ -35,8 +35,17 @@ Result<Plan> fromOverride(const LowerStrategy& strategy, const KernelShape& s,
   if (t.cpu && !o.subgroups &&
       (o.workgroup.empty() || o.workgroup == std::vector<int64_t>{1, 1, 1})) {
     // A cpu plan with the given tile ([MC, NC, KC], [MC, NC, KC, MR, NR] or [rows, columns]).
-    a = attrsOf(strategy.searchSpace(s, t, syms).front());
-    if (s.strategy == Strategy::Matmul && o.tile.size() == 3)
+    // [MC, NC, KC] and [MC, NC, KC, MR, NR] start from the blocked matmul plan, which
+    // follows the dot plan in the search space when the kernel has a short side.
+    std::vector<Plan> space = strategy.searchSpace(s, t, syms);
+    a = attrsOf(space.front());
+    if (s.strategy == Strategy::Matmul && (o.tile.size() == 3 || o.tile.size() == 5))
+      for (const Plan& p : space)
+        if (std::holds_alternative<CpuMatmulPlan>(p)) {
+          a = attrsOf(p);
+          break;
+        }
+    if (s.strategy == Strategy::Matmul && o.tile.size() == 3 && a.tile.size() == 5)
       a.tile = {o.tile[0], o.tile[1], o.tile[2], a.tile[3], a.tile[4]};
     else if (!o.tile.empty())
       a.tile = o.tile;

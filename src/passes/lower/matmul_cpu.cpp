@@ -4,7 +4,8 @@
 //
 // Matches:  a matmul kernel (codegen.h: Strategy::Matmul) on a cpu target.
 // Plan:     CpuMatmulPlan{mc, nc, kc, mr, nr}: tile [MC, NC, KC, MR, NR], workgroup
-//           [1, 1, 1]; the search space is one plan: the MR x NR register block from the
+//           [1, 1, 1]; the search space is the dot plan (matmul_cpu_dot.cpp) when the
+//           kernel has a short side, then one blocked plan: the MR x NR register block from the
 //           vector registers, MC x NC x KC from the caches (the KC x NR slice of B stays in
 //           L1 across the MR-row micro-tiles, the MC x KC block of A in L2), never beyond
 //           the extents.
@@ -36,44 +37,6 @@ std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
   return {mr, nr};
 }
 
-// True when B's K dim is the innermost dim of the value B is read from, through
-// transposes and one-operand elementwise ops (a cast): a `[N, K]` weight under
-// `transpose`, or attention's keys under `transpose {perm = [1, 2, 0]}`. B is then
-// contiguous along k, not n.
-bool transposedB(const Value* b) {
-  int64_t r = b->type().rank();
-  int64_t kd = r - 2;
-  while (const Op* d = b->def()) {
-    if (d->has(kElementwise) && d->numOperands() == 1) {
-      b = d->operand(0);
-    } else if (d->kind() == OpKind::Transpose) {
-      std::vector<int64_t> perm = d->attrs().getInts("perm");
-      if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
-      kd = perm[static_cast<size_t>(kd)];
-      b = d->operand(0);
-    } else {
-      break;
-    }
-  }
-  return kd == b->type().rank() - 1;
-}
-
-// True when an element of `a` costs more than a load: some op of the kernel on its def
-// chain is not a view (a LayerNorm or GELU prologue of the matmul).
-bool computedOperand(const Value* a) {
-  std::vector<const Value*> stack{a};
-  std::set<const Value*> seen;
-  while (!stack.empty()) {
-    const Value* v = stack.back();
-    stack.pop_back();
-    const Op* d = v->def();
-    if (!d || !seen.insert(v).second) continue;
-    if (!d->has(kView)) return true;
-    for (const Value* o : d->operands()) stack.push_back(o);
-  }
-  return false;
-}
-
 // True when the batch dims fold into M: B has no batch dim above 1 (a weight shared by
 // every batch entry: x[b, m, k] * w[k, n]), so the batch entries are more rows of one
 // product. A `197 x 1 x 768` activation (a sequence-first `Linear`) is then one 197-row
@@ -92,6 +55,39 @@ bool foldsBatch(const KernelShape& s) {
 }
 
 } // namespace
+
+// Also attention's keys under `transpose {perm = [1, 2, 0]}`.
+bool transposedB(const Value* b) {
+  int64_t r = b->type().rank();
+  int64_t kd = r - 2;
+  while (const Op* d = b->def()) {
+    if (d->has(kElementwise) && d->numOperands() == 1) {
+      b = d->operand(0);
+    } else if (d->kind() == OpKind::Transpose) {
+      std::vector<int64_t> perm = d->attrs().getInts("perm");
+      if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
+      kd = perm[static_cast<size_t>(kd)];
+      b = d->operand(0);
+    } else {
+      break;
+    }
+  }
+  return kd == b->type().rank() - 1;
+}
+
+bool computedOperand(const Value* a) {
+  std::vector<const Value*> stack{a};
+  std::set<const Value*> seen;
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    const Op* d = v->def();
+    if (!d || !seen.insert(v).second) continue;
+    if (!d->has(kView)) return true;
+    for (const Value* o : d->operands()) stack.push_back(o);
+  }
+  return false;
+}
 
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
   return k.shape.strategy == Strategy::Matmul && t.cpu;
@@ -115,7 +111,10 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
     for (size_t i = 0; i + 2 < r; ++i) rows = std::min<int64_t>(rows * ub(s.outShape[i]), 1 << 30);
   mc = std::min(mc, roundUp(rows, mr));
   int64_t nc = std::min<int64_t>(8 * nr, roundUp(ub(s.outShape[r - 1]), nr));
-  return {CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr}};
+  std::vector<Plan> plans = cpuDotPlans(s, t, syms);
+  plans.push_back(
+      CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr});
+  return plans;
 }
 
 std::optional<std::string> strategyProblem(const KernelShape&, const CpuMatmulPlan& p,

@@ -33,6 +33,9 @@ PlanAttrs attrsOf(const Plan& p) {
                         [](const CpuMatmulPlan& q) {
                           return PlanAttrs{{q.mc, q.nc, q.kc, q.mr, q.nr}, {1, 1, 1}};
                         },
+                        [](const CpuDotPlan& q) {
+                          return PlanAttrs{{q.chunk, q.unroll, q.shortLen, q.pack}, {1, 1, 1}};
+                        },
                         [](const ScatterPlan& q) {
                           return PlanAttrs{{}, {q.threads, 1, 1}};
                         },
@@ -121,6 +124,11 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
     if (threads != 1)
       return "a cpu matmul kernel (tile " + listStr(tile) + ") takes workgroup [1, 1, 1]";
     p = CpuMatmulPlan{tile[0], tile[1], tile[2], tile[3], tile[4]};
+  } else if (s.strategy == Strategy::Matmul && tile.size() == 4) {
+    if (threads != 1)
+      return "a cpu matmul kernel with a short side (tile " + listStr(tile) +
+             ") takes workgroup [1, 1, 1]";
+    p = CpuDotPlan{tile[0], tile[1], tile[2], tile[3]};
   } else if (s.strategy == Strategy::Matmul && tile.size() == 2) {
     if (wg[1] != tile[1] || wg[2] != 1)
       return "a gpu matmul with few rows takes tile [rows, slices] with workgroup [columns, "
@@ -129,8 +137,8 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
     p = GpuGemvPlan{tile[0], wg[0], tile[1]};
   } else if (s.strategy == Strategy::Matmul) {
     if (tile.size() != 3)
-      return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] with workgroup "
-             "[1, 1, 1]), got " +
+      return "a matmul kernel takes tile [TM, TN, TK] (or [MC, NC, KC, MR, NR] or [chunk, unroll, "
+             "short, pack] with workgroup [1, 1, 1]), got " +
              listStr(tile);
     if (wg[2] != 1) return "a matmul kernel's workgroup is [x, y, 1]";
     p = GpuMatmulPlan{tile[0], tile[1], tile[2], wg[0], wg[1]};

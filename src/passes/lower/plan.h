@@ -6,6 +6,7 @@
 //   RowsPlan{16, 256}                 tile = [16, 256],           workgroup = [1, 1, 1]
 //   GpuMatmulPlan{64, 64, 16, 16, 16} tile = [64, 64, 16],        workgroup = [16, 16, 1]
 //   CpuMatmulPlan{48, 64, 256, 6, 16} tile = [48, 64, 256, 6, 16], workgroup = [1, 1, 1]
+//   CpuDotPlan{128, 8, 1, 0}          tile = [128, 8, 1, 0],      workgroup = [1, 1, 1]
 //   ScatterPlan{64}                   tile = [],                  workgroup = [64, 1, 1]
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
@@ -41,6 +42,13 @@ struct GpuMatmulPlan {
 struct CpuMatmulPlan {
   int64_t mc = 1, nc = 1, kc = 1, mr = 1, nr = 1;
 };
+// cpu matmul with a short side (at most 4 rows and B stored [N, K], or at most 4 columns):
+// each workgroup (one thread) computes `chunk` elements of the long side against all
+// `shortLen` of the short one, `unroll` long-side elements at a time, each output a dot
+// product along K (contiguous in both operands); `pack` = 1 packs the short side first.
+struct CpuDotPlan {
+  int64_t chunk = 64, unroll = 4, shortLen = 1, pack = 0;
+};
 // scatter_nd in place: `threads` threads per workgroup walk the update slice.
 struct ScatterPlan {
   int64_t threads = 64;
@@ -69,7 +77,7 @@ struct GpuGemvPlan {
 };
 
 using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan,
-                          GpuReducePlan, AttentionPlan, GpuGemvPlan>;
+                          GpuReducePlan, AttentionPlan, GpuGemvPlan, CpuDotPlan>;
 
 // A plan as the dispatch records it.
 struct PlanAttrs {

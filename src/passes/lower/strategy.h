@@ -133,6 +133,20 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
 std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const CpuMatmulPlan& p);
+// True when B's K dim is the innermost dim of the value B is read from, through transposes
+// and casts (a `[N, K]` weight under `transpose`): B is contiguous along k, not n.
+bool transposedB(const Value* b);
+// True when an element of `a` costs more than a load: some op of the kernel on its def
+// chain is not a view (a LayerNorm or GELU prologue of the matmul).
+bool computedOperand(const Value* a);
+
+// matmul_cpu_dot.cpp: cpu matmuls with a short side (part of matmul-cpu's search space).
+// The dot plan when the kernel has one (at most 4 rows and B stored [N, K], or at most 4
+// columns; static), else none.
+std::vector<Plan> cpuDotPlans(const KernelShape& s, const TargetDesc& t, const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const CpuDotPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const CpuDotPlan& p);
 
 // reduction_gpu.cpp: gpu row reductions, each row reduced by its threads together
 // (subgroup arithmetic, partials in shared memory); analyzeRowReductions (codegen.h) too.
