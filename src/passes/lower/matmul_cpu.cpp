@@ -54,6 +54,47 @@ bool foldsBatch(const KernelShape& s) {
   return false;
 }
 
+// Workgroups (blocks) a GEMM should have at least, so that the cpu's threads share it: a
+// 256 x 196 conv-gemm in 96 x 224 blocks is 3 workgroups, which 2 threads run in the time
+// of 2 (one idles half the time); a 40 x 196 one is 1 workgroup, which leaves every other
+// thread idle.
+constexpr int64_t kMinBlocks = 8;
+constexpr double kMinBlockWork = 65536;
+
+// Shrinks the MC x NC block (never below MR x NR) until the product has kMinBlocks
+// workgroups (fewer for a small product) or cannot have more: of the splits into mb row blocks and
+// nb column blocks (each rounded up to whole micro-tiles), the one that computes the fewest padded
+// elements, then the fewest workgroups. Products that already have enough keep theirs.
+void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, int64_t mr,
+                   int64_t nr, int64_t& mc, int64_t& nc) {
+  auto ceilDiv = [](int64_t x, int64_t d) { return (x + d - 1) / d; };
+  auto blocks = [&](int64_t m, int64_t n) { return ceilDiv(rows, m) * ceilDiv(cols, n) * entries; };
+  if (rows < 1 || cols < 1 || depth < 1) return;
+  // At least kMinBlockWork multiply-adds per workgroup (a few microseconds): a small
+  // product is not worth waking threads for.
+  double work = static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(depth) *
+                static_cast<double>(entries);
+  auto wanted = static_cast<int64_t>(std::clamp(work / kMinBlockWork, 1.0, double(kMinBlocks)));
+  if (blocks(mc, nc) >= wanted) return;
+  int64_t bestWork = -1, bestBlocks = 0, bestMc = mc, bestNc = nc;
+  for (int64_t mb = ceilDiv(rows, mc); mb <= ceilDiv(rows, mr) && mb <= kMinBlocks; ++mb)
+    for (int64_t nb = ceilDiv(cols, nc); nb <= ceilDiv(cols, nr) && nb <= kMinBlocks; ++nb) {
+      int64_t m = ceilDiv(ceilDiv(rows, mb), mr) * mr;
+      int64_t n = ceilDiv(ceilDiv(cols, nb), nr) * nr;
+      int64_t count = blocks(m, n);
+      if (count < std::min<int64_t>(wanted, blocks(mr, nr))) continue;
+      int64_t work = ceilDiv(rows, m) * m * ceilDiv(cols, n) * n;
+      if (bestWork < 0 || work < bestWork || (work == bestWork && count < bestBlocks)) {
+        bestWork = work;
+        bestBlocks = count;
+        bestMc = m;
+        bestNc = n;
+      }
+    }
+  mc = bestMc;
+  nc = bestNc;
+}
+
 } // namespace
 
 // Also attention's keys under `transpose {perm = [1, 2, 0]}`.
@@ -110,7 +151,13 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   if (foldsBatch(s))
     for (size_t i = 0; i + 2 < r; ++i) rows = std::min<int64_t>(rows * ub(s.outShape[i]), 1 << 30);
   mc = std::min(mc, roundUp(rows, mr));
-  int64_t nc = std::min<int64_t>(8 * nr, roundUp(ub(s.outShape[r - 1]), nr));
+  int64_t cols = ub(s.outShape[r - 1]);
+  int64_t nc = std::min<int64_t>(8 * nr, roundUp(cols, nr));
+  int64_t entries = 1;
+  if (!foldsBatch(s))
+    for (size_t i = 0; i + 2 < r; ++i)
+      entries = std::min<int64_t>(entries * ub(s.outShape[i]), 1 << 30);
+  balanceBlocks(rows, cols, ub(a.dim(a.rank() - 1)), entries, mr, nr, mc, nc);
   std::vector<Plan> plans = cpuDotPlans(s, t, syms);
   plans.push_back(
       CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr});
