@@ -669,8 +669,10 @@ Value* powF64(Math& e, const std::vector<Value*>& a) {
 // The forms for f32 elements, in float lanes (<16 x float> on AVX-512, twice the f64 width).
 // Plain multiplies and adds (no FMA), so every target rounds alike. Each bound below is the
 // largest distance, in f32 ulp, from libm's f64 value rounded to f32 (or an erfc-based f64
-// value for gelu) that tests/unit/test_cpu_backend.cpp measures and asserts. Coefficients
-// are least-squares fits rounded to f32 one at a time (the later ones refitted).
+// value for gelu) that tests/unit/test_cpu_backend.cpp measures and asserts. The tanh, erf
+// and erfc-tail coefficients are relative-error minimax fits (iteratively reweighted least
+// squares) rounded to f32, the tails' one at a time with the rest refitted; log's are
+// FreeBSD's e_logf.c.
 
 // 2^n for an i32 n in [-126, 127].
 Value* pow2F32(Math& e, Value* n) {
@@ -708,8 +710,9 @@ Value* expF32(Math& e, const std::vector<Value*>& a) {
 }
 
 // m * sigmoid(z), z = zh + zl (zl may be null): both branches exponentiate -|z|, and
-// m * e^-|z| is scaled by 2^n last, so a subnormal result keeps its bits. m*0 where e^-|z|
-// is far below f32's range (126: any |m| < 2^50 times it rounds to 0).
+// m * e^-|z| is scaled by 2^n last, so a subnormal result keeps its bits. m*0 for z < -126:
+// every caller has |m| <= max(1, |z|) (sigmoid: 1, silu: z = x, gelu: |2u| > |x|), and
+// |z| e^-|z| < 2^-150 there, so the product rounds to 0.
 Value* mulSigmoidF32(Math& e, Value* m, Value* zh, Value* zl) {
   Value* pos = e.b.CreateFCmpOGE(zh, e.k(0.0));
   Value* ah = e.sel(pos, e.neg(zh), zh);
