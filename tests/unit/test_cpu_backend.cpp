@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iomanip>
+#include <numbers>
 #include <random>
 #include <sstream>
 
@@ -487,24 +489,19 @@ TEST_CASE("cpu targets: named levels need their features; unknown names are erro
   CHECK(bad.diags().str().find("unknown CPU target") != std::string::npos);
 }
 
-TEST_CASE("cpu: exp is inline code within 2 ulp of libm in f64, libm's value in f32") {
+TEST_CASE("cpu: exp is inline code within 2 ulp of libm in f64") {
   std::vector<double> xs = {0.0,    -0.0,   1.0,    -1.0,     0.5,       1e-300,  -1e-300, 88.72,
                             -87.3,  -103.9, 709.78, 709.79,   710.0,     -708.39, -744.4,  -745.2,
                             -746.0, 1e308,  -1e308, INFINITY, -INFINITY, NAN};
   for (int i = -20000; i <= 20000; ++i) xs.push_back(i * 0.0371);
   auto n = static_cast<int64_t>(xs.size());
   std::string N = std::to_string(n);
-  CpuRun cpu("func @main(%x: tensor<" + N + "xf64>, %y: tensor<" + N + "xf32>) -> (tensor<" + N +
-             "xf64>, tensor<" + N + "xf32>) {\n  %0 = exp %x : tensor<" + N +
-             "xf64>\n  %1 = exp %y : tensor<" + N + "xf32>\n  return %0, %1\n}\n");
-  HostTensor x(ElemType::F64, {n}), y(ElemType::F32, {n});
-  for (int64_t i = 0; i < n; ++i) {
-    x.setF(i, xs[static_cast<size_t>(i)]);
-    y.setF(i, xs[static_cast<size_t>(i)]);
-  }
-  auto got = cpu.run({x, y}, {});
+  CpuRun cpu("func @main(%x: tensor<" + N + "xf64>) -> (tensor<" + N +
+             "xf64>) {\n  %0 = exp %x : tensor<" + N + "xf64>\n  return %0\n}\n");
+  HostTensor x(ElemType::F64, {n});
+  for (int64_t i = 0; i < n; ++i) x.setF(i, xs[static_cast<size_t>(i)]);
+  auto got = cpu.run({x}, {});
   REQUIRE(got.ok());
-  int f32Differences = 0;
   for (int64_t i = 0; i < n; ++i) {
     double want = std::exp(x.getF(i));
     double have = (*got)[0].getF(i);
@@ -517,11 +514,7 @@ TEST_CASE("cpu: exp is inline code within 2 ulp of libm in f64, libm's value in 
       double ulp = std::nextafter(want, INFINITY) - want;
       CHECK(std::fabs(have - want) <= 2 * ulp);
     }
-    double wantF = static_cast<float>(std::exp(y.getF(i)));
-    double haveF = (*got)[1].getF(i);
-    if (!(std::isnan(wantF) && std::isnan(haveF)) && haveF != wantF) ++f32Differences;
   }
-  CHECK(f32Differences == 0);
 }
 
 namespace {
@@ -537,11 +530,26 @@ double ulpError(double have, double want) {
   return std::fabs(have - want) / (std::nextafter(a, INFINITY) - a);
 }
 
+// Distance in f32 ulp (steps between adjacent floats, across 0 too) from `have` to `want`;
+// 0 when both are NaN, infinity when only one is or when they are zeros of different signs.
+double ulpDistanceF32(float have, float want) {
+  if (std::isnan(want) || std::isnan(have))
+    return std::isnan(want) && std::isnan(have) ? 0 : INFINITY;
+  if (have == 0 && want == 0) return std::signbit(have) == std::signbit(want) ? 0 : INFINITY;
+  auto ordered = [](float v) {
+    int32_t i;
+    std::memcpy(&i, &v, sizeof i);
+    return i < 0 ? -int64_t{i & 0x7fffffff} : int64_t{i};
+  };
+  return static_cast<double>(std::llabs(ordered(have) - ordered(want)));
+}
+
 struct Accuracy {
-  double maxUlpF64 = 0;    // worst f64 result, in ulp of libm's
-  double worstInput = 0;   // its (first) operand
-  int64_t f32Differ = 0;   // f32 results that are not libm's (in f64) rounded to f32
-  int64_t f32Over1Ulp = 0; // ... by more than one f32 ulp (or a different special value)
+  double maxUlpF64 = 0;     // worst f64 result, in ulp of libm's
+  double worstInput = 0;    // its (first) operand
+  int64_t f32Differ = 0;    // f32 results that are not libm's (in f64) rounded to f32
+  double maxUlpF32 = 0;     // worst f32 result, in f32 ulp from libm's rounded value
+  double worstInputF32 = 0; // its (first) operand
   int64_t count = 0;
 };
 
@@ -589,24 +597,19 @@ Accuracy measure(const std::string& op, const std::vector<std::vector<double>>& 
       acc.maxUlpF64 = err;
       acc.worstInput = x64[0];
     }
-    auto want = static_cast<float>(ref(x32));
-    auto have = static_cast<float>((*got)[1].getF(i));
-    if (std::isnan(want) && std::isnan(have)) continue;
-    if (have == want && std::signbit(have) == std::signbit(want)) continue;
-    ++acc.f32Differ;
-    bool near = std::isfinite(want) &&
-                (std::nextafter(want, INFINITY) == have || std::nextafter(want, -INFINITY) == have);
-    if (!near) {
-      INFO(op << " f32 at " << x32[0] << ": " << have << ", libm " << want);
-      CHECK(near);
-      ++acc.f32Over1Ulp;
+    double errF32 =
+        ulpDistanceF32(static_cast<float>((*got)[1].getF(i)), static_cast<float>(ref(x32)));
+    if (errF32 > 0) ++acc.f32Differ;
+    if (errF32 > acc.maxUlpF32) {
+      acc.maxUlpF32 = errF32;
+      acc.worstInputF32 = x32[0];
     }
   }
   MESSAGE(op << ": " << n << " inputs, max " << acc.maxUlpF64 << " ulp in f64 (at "
              << std::setprecision(17) << acc.worstInput << std::setprecision(6)
-             << "), f32 differs from "
-             << "libm's rounded value on " << acc.f32Differ << " (" << acc.f32Over1Ulp
-             << " by more than 1 ulp)");
+             << "), f32 differs from libm's rounded value on " << acc.f32Differ << ", by at most "
+             << acc.maxUlpF32 << " ulp (at " << std::setprecision(9) << acc.worstInputF32
+             << std::setprecision(6) << ")");
   return acc;
 }
 
@@ -682,17 +685,17 @@ TEST_CASE("cpu: log, tanh, erf, sin, cos and pow are inline code close to libm")
                        concat({edgeValues(), logUniform(rng, 60000, -1074, 1024, false),
                                uniform(rng, 40000, 0.5, 2.0), uniform(rng, 10000, -1.0, 0.0)}));
   CHECK(log.maxUlpF64 <= 2);
-  CHECK(log.f32Differ == 0);
+  CHECK(log.maxUlpF32 <= 2); // f32 has its own form (see the f32 test below)
   Accuracy tanh = unary("tanh", std::tanh,
                         concat({edgeValues(), uniform(rng, 80000, -25.0, 25.0),
                                 logUniform(rng, 30000, -1074, 6, true)}));
   CHECK(tanh.maxUlpF64 <= 4);
-  CHECK(tanh.f32Differ == 0);
+  CHECK(tanh.maxUlpF32 <= 3);
   Accuracy erf = unary("erf", std::erf,
                        concat({edgeValues(), uniform(rng, 80000, -7.0, 7.0),
                                logUniform(rng, 30000, -1074, 4, true)}));
   CHECK(erf.maxUlpF64 <= 2);
-  CHECK(erf.f32Differ == 0);
+  CHECK(erf.maxUlpF32 <= 3);
   for (auto [name, f] : {std::pair{"sin", static_cast<double (*)(double)>(std::sin)},
                          std::pair{"cos", static_cast<double (*)(double)>(std::cos)}}) {
     std::vector<double> nearHalfPi;
@@ -789,6 +792,89 @@ TEST_CASE("cpu: pow is inline code close to libm, with C's special cases") {
       measure("pow", {xs, ys}, [](const std::vector<double>& a) { return std::pow(a[0], a[1]); });
   CHECK(pow.maxUlpF64 <= 2);
   CHECK(pow.f32Differ == 0);
+}
+
+namespace {
+
+double sigmoid64(double x) {
+  if (x >= 0) return 1 / (1 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1 + e);
+}
+
+// Inputs for the f32 forms: the edges of their intervals, of f32's range and of exp's
+// overflow and underflow, each with its two neighbours; uniform over [-20, 20] and [-120, 100];
+// every f32 magnitude (log-uniform from 2^-149 to 2^128) with both signs.
+std::vector<float> f32Inputs(std::mt19937_64& rng) {
+  std::vector<float> edges = {
+      0.0f,  1.0f,      0.5f,          2.0f,     1e-45f, 1e-40f,      0x1p-126f,   1e-30f,
+      1e-8f, 1e-3f,     0.55f,         0.9f,     1.25f,  4.5f,        9.1f,        16.0f,
+      20.0f, 87.33655f, 88.72283f,     88.7229f, 89.0f,  103.97208f,  104.0f,      126.0f,
+      1e6f,  1e20f,     3.4028235e38f, INFINITY, NAN,    0.70710678f, 1.41421356f, 2.5066283f};
+  std::vector<float> v;
+  for (float x : edges)
+    for (float s : {x, -x})
+      for (float y : {s, std::nextafter(s, INFINITY), std::nextafter(s, -INFINITY)}) v.push_back(y);
+  for (double x : uniform(rng, 60000, -20.0, 20.0)) v.push_back(static_cast<float>(x));
+  for (double x : uniform(rng, 20000, -120.0, 100.0)) v.push_back(static_cast<float>(x));
+  for (double x : logUniform(rng, 40000, -149, 128, true)) v.push_back(static_cast<float>(x));
+  return v;
+}
+
+// The largest f32 ulp distance from `ref` (f64, of the f32 input, rounded to f32) of kiln's
+// f32 `op` over `xs`.
+double maxUlpF32(const std::string& op, const std::vector<float>& xs,
+                 const std::function<double(double)>& ref) {
+  auto n = static_cast<int64_t>(xs.size());
+  std::string T = "tensor<" + std::to_string(n) + "xf32>";
+  CpuRun cpu("func @main(%x: " + T + ") -> (" + T + ") {\n  %0 = " + op + " : " + T +
+             "\n  return %0\n}\n");
+  HostTensor x(ElemType::F32, {n});
+  for (int64_t i = 0; i < n; ++i) x.setF(i, xs[static_cast<size_t>(i)]);
+  auto got = cpu.run({x}, {});
+  REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.diags().str()));
+  double worst = 0;
+  float worstX = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float xi = xs[static_cast<size_t>(i)];
+    float have = static_cast<float>((*got)[0].getF(i));
+    auto want = static_cast<float>(ref(xi));
+    double err = ulpDistanceF32(have, want);
+    if (err > worst) {
+      INFO(op << " at " << std::setprecision(9) << xi << ": " << have << ", reference " << want);
+      CHECK(std::isfinite(err)); // special values (NaN, +-inf, signed 0) match exactly
+      worst = err;
+      worstX = xi;
+    }
+  }
+  MESSAGE(op << ": " << n << " f32 inputs, max " << worst << " ulp (at " << std::setprecision(9)
+             << worstX << ")");
+  return worst;
+}
+
+} // namespace
+
+// f32 exp, log, tanh, erf, sigmoid, silu and gelu have their own single-precision forms
+// (scalar_math.cpp); the reference is the interpreter's f64 formula on the f32 input, rounded
+// to f32, except for gelu: the interpreter's 1 + erf (1 + tanh) cancels for x < 0 and is not
+// accurate enough to measure against below about -6 (-3), so gelu is compared with
+// x/2 erfc(-x/sqrt(2)) and x sigmoid(2u) in f64, the same functions without the cancellation.
+TEST_CASE("cpu: f32 exp, log, tanh, erf, sigmoid, silu and gelu are within 2 to 4 ulp") {
+  std::mt19937_64 rng(13);
+  std::vector<float> xs = f32Inputs(rng);
+  REQUIRE(xs.size() >= 100000);
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  CHECK(maxUlpF32("exp %x", xs, [](double x) { return std::exp(x); }) <= 2);
+  CHECK(maxUlpF32("log %x", xs, [](double x) { return std::log(x); }) <= 2);
+  CHECK(maxUlpF32("sigmoid %x", xs, sigmoid64) <= 2);
+  CHECK(maxUlpF32("tanh %x", xs, [](double x) { return std::tanh(x); }) <= 3);
+  CHECK(maxUlpF32("erf %x", xs, [](double x) { return std::erf(x); }) <= 3);
+  CHECK(maxUlpF32("silu %x", xs, [](double x) { return x * sigmoid64(x); }) <= 3);
+  CHECK(maxUlpF32("gelu %x", xs,
+                  [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }) <= 4);
+  CHECK(maxUlpF32("gelu %x {approximate = \"tanh\"}", xs, [k](double x) {
+          return x * sigmoid64(2 * k * (x + 0.044715 * x * x * x));
+        }) <= 3);
 }
 
 TEST_CASE("cpu: sin and cos of huge arguments are reduced exactly (Payne-Hanek, no libm call)") {

@@ -2,7 +2,8 @@
 // src/ir/interp/elementwise.cpp: floats that the interpreter computes in f64 and rounds
 // once are computed so that the rounded result is the same (exact ops in the value's own
 // precision, libm functions in f64 as inline vectorizable code from scalar_math.cpp);
-// integers wrap at their width.
+// integers wrap at their width. The exception: f32 exp, log, tanh, erf, sigmoid, silu and
+// gelu use scalar_math.cpp's f32 forms, a few ulp from the interpreter's value (docs/cpu.md).
 #include "backends/llvm/scalar.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -150,6 +151,24 @@ Result<Value*> floatCompute(IRBuilder<>& b, llvm::Module& m, const Op& op, OpKin
   };
   Value* x = a[0];
   Value* y = a.size() > 1 ? a[1] : nullptr;
+  // f32 only: f16 and bf16 keep the f64 forms, whose one rounding to the element type is the
+  // interpreter's (an f32 result a few ulp off could round to a different f16 value).
+  if (e == ElemType::F32) {
+    const char* name = nullptr;
+    switch (fn) {
+    case OpKind::Exp: name = "exp"; break;
+    case OpKind::Log: name = "log"; break;
+    case OpKind::Tanh: name = "tanh"; break;
+    case OpKind::Erf: name = "erf"; break;
+    case OpKind::Sigmoid: name = "sigmoid"; break;
+    case OpKind::Silu: name = "silu"; break;
+    case OpKind::Gelu:
+      name = op.attrs().getStr("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
+      break;
+    default: break;
+    }
+    if (name) return b.CreateCall(inlineMathFunctionF32(m, name), {x});
+  }
   switch (fn) {
   case OpKind::Neg: return b.CreateFNeg(x);
   case OpKind::Abs: return intrinsic(b, I::fabs, {x});

@@ -22,12 +22,15 @@ namespace {
 
 using llvm::Value;
 
-// Emission helpers for one function body: f64 and i64 constants, arithmetic, selects, bits.
+// Emission helpers for one function body: float constants, arithmetic, selects, bits. The
+// float type is f64 (with i64 bits) unless `single`, then f32 (with i32 bits); the helpers
+// that depend on the format's layout (pow2, scale, truncBits' callers) are f64 only.
 struct Math {
   llvm::IRBuilder<>& b;
   llvm::Module& m;
-  llvm::Type* d = b.getDoubleTy();
-  llvm::Type* i64 = b.getInt64Ty();
+  bool single = false;
+  llvm::Type* d = single ? b.getFloatTy() : b.getDoubleTy();
+  llvm::Type* i64 = single ? b.getInt32Ty() : b.getInt64Ty();
 
   Value* k(double v) const { return llvm::ConstantFP::get(d, v); }
   Value* ki(int64_t v) const { return llvm::ConstantInt::get(i64, static_cast<uint64_t>(v), true); }
@@ -105,16 +108,17 @@ struct Math {
 
 using Body = Value* (*)(Math&, const std::vector<Value*>&);
 
-llvm::Function* define(llvm::Module& m, const std::string& symbol, size_t arity, Body body) {
+llvm::Function* define(llvm::Module& m, const std::string& symbol, size_t arity, Body body,
+                       bool single = false) {
   llvm::LLVMContext& c = m.getContext();
-  llvm::Type* d = llvm::Type::getDoubleTy(c);
+  llvm::Type* d = single ? llvm::Type::getFloatTy(c) : llvm::Type::getDoubleTy(c);
   std::vector<llvm::Type*> params(arity, d);
   auto* f = llvm::Function::Create(llvm::FunctionType::get(d, params, false),
                                    llvm::GlobalValue::InternalLinkage, symbol, m);
   f->addFnAttr(llvm::Attribute::AlwaysInline);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", f));
-  Math e{b, m};
+  Math e{b, m, single};
   std::vector<Value*> args;
   for (llvm::Argument& a : f->args()) args.push_back(&a);
   b.CreateRet(body(e, args));
@@ -660,6 +664,206 @@ Value* powF64(Math& e, const std::vector<Value*>& a) {
   return e.sel(e.eq(y, 0.0), e.k(1.0), res);
 }
 
+// ---- f32: exp, log, tanh, erf, sigmoid, silu, gelu ------------------------------------------
+
+// The forms for f32 elements, in float lanes (<16 x float> on AVX-512, twice the f64 width).
+// Plain multiplies and adds (no FMA), so every target rounds alike. Each bound below is the
+// largest distance, in f32 ulp, from libm's f64 value rounded to f32 (or an erfc-based f64
+// value for gelu) that tests/unit/test_cpu_backend.cpp measures and asserts. The tanh, erf
+// and erfc-tail coefficients are relative-error minimax fits (iteratively reweighted least
+// squares) rounded to f32, the tails' one at a time with the rest refitted; log's are
+// FreeBSD's e_logf.c.
+
+// 2^n for an i32 n in [-126, 127].
+Value* pow2F32(Math& e, Value* n) {
+  return e.fromBits(e.b.CreateShl(e.b.CreateAdd(n, e.ki(127)), 23));
+}
+
+// v * 2^n for n in [-252, 254], in two steps so that a subnormal result is rounded once.
+Value* scaleF32(Math& e, Value* v, Value* n) {
+  Value* n1 = e.b.CreateSDiv(n, e.ki(2));
+  return e.mul(e.mul(v, pow2F32(e, n1)), pow2F32(e, e.b.CreateSub(n, n1)));
+}
+
+// h + tail = n*ln2 + r with |r| <= ln2/2 (ln2 in two parts, the first of 15 bits, so n times
+// it is exact for |n| < 512); returns n (i32) and e^r - 1 by its Taylor series to r^7
+// (truncation below 2^-27). `tail` carries the low part of an argument given in two parts.
+std::pair<Value*, Value*> expReduceF32(Math& e, Value* h, Value* tail = nullptr) {
+  Value* n = e.roundeven(e.mul(tail ? e.add(h, tail) : h, e.k(1.4426950408889634)));
+  Value* r = e.sub(h, e.mul(n, e.k(0x1.62e4p-1)));
+  if (tail) r = e.add(r, tail);
+  r = e.sub(r, e.mul(n, e.k(1.428606765330187e-06)));
+  Value* p = e.poly(r, {1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040});
+  return {e.toInt(n), e.mul(p, r)};
+}
+
+// e^x for x in [-104, 89] (beyond, e^x rounds to 0 or overflows in f32 alike).
+Value* expClampedF32(Math& e, Value* x) {
+  Value* c = e.sel(e.gt(x, 89.0), e.k(89.0), e.sel(e.lt(x, -104.0), e.k(-104.0), x));
+  auto [n, q] = expReduceF32(e, c);
+  return scaleF32(e, e.add(q, e.k(1.0)), n);
+}
+
+// Within 1 ulp.
+Value* expF32(Math& e, const std::vector<Value*>& a) {
+  return e.sel(e.isNan(a[0]), a[0], expClampedF32(e, a[0]));
+}
+
+// m * sigmoid(z), z = zh + zl (zl may be null): both branches exponentiate -|z|, and
+// m * e^-|z| is scaled by 2^n last, so a subnormal result keeps its bits. m*0 for z < -126:
+// every caller has |m| <= max(1, |z|) (sigmoid: 1, silu: z = x, gelu: |2u| > |x|), and
+// |z| e^-|z| < 2^-150 there, so the product rounds to 0.
+Value* mulSigmoidF32(Math& e, Value* m, Value* zh, Value* zl) {
+  Value* pos = e.b.CreateFCmpOGE(zh, e.k(0.0));
+  Value* ah = e.sel(pos, e.neg(zh), zh);
+  Value* under = e.lt(ah, -126.0);
+  Value* al = zl ? e.sel(under, e.k(0.0), e.sel(pos, e.neg(zl), zl)) : nullptr;
+  auto [n, q] = expReduceF32(e, e.sel(under, e.k(-126.0), ah), al);
+  Value* p = e.add(q, e.k(1.0));
+  Value* den = e.add(e.k(1.0), scaleF32(e, p, n));
+  Value* negative = e.sel(under, e.mul(m, e.k(0.0)), e.div(scaleF32(e, e.mul(m, p), n), den));
+  return e.sel(pos, e.div(m, den), negative);
+}
+
+// Within 2 ulp.
+Value* sigmoidF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  return e.sel(e.isNan(x), x, mulSigmoidF32(e, e.k(1.0), x, nullptr));
+}
+
+// x * sigmoid(x), NaN at -inf like the interpreter's -inf * 0. Within 3 ulp.
+Value* siluF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* res = e.sel(e.eq(x, -INFINITY), e.k(NAN), mulSigmoidF32(e, x, x, nullptr));
+  return e.sel(e.isNan(x), x, res);
+}
+
+// tanh|x| = |x| + |x|^3 P(x^2) below 0.55, 1 - 2/(e^(2|x|) + 1) above (no cancellation there:
+// the result is above 0.5), 1 from |x| = 9.1 on. Within 1 ulp.
+Value* tanhF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* ax = e.fabs(x);
+  Value* s = e.mul(ax, ax);
+  Value* p = e.poly(
+      s, {-0.333333343, 0.133333236, -0.0539647005, 0.0218184609, -0.00852637552, 0.00252644718});
+  Value* small = e.add(ax, e.mul(ax, e.mul(s, p)));
+  Value* c = e.sel(e.lt(ax, 9.1), ax, e.k(9.1));
+  Value* big = e.sub(e.k(1.0), e.div(e.k(2.0), e.add(expClampedF32(e, e.add(c, c)), e.k(1.0))));
+  Value* res = e.copysign(e.sel(e.lt(ax, 0.55), small, big), x);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// erf(t) = t + t P(t^2) for 0 <= t < 0.9.
+Value* erfSmallF32(Math& e, Value* t) {
+  Value* p = e.poly(e.mul(t, t), {0.128379166, -0.376126349, 0.112837151, -0.0268605091,
+                                  0.00520385895, -0.000817563909, 8.51310251e-05});
+  return e.add(t, e.mul(t, p));
+}
+
+// x^2 = hi + lo for an f32 x: x cut into two 12-bit halves, so hi and the products in lo are
+// exact and lo is rounded once.
+std::pair<Value*, Value*> squareF32(Math& e, Value* x) {
+  Value* xh = e.fromBits(e.b.CreateAnd(e.bits(x), e.ki(-4096)));
+  Value* xl = e.sub(x, xh);
+  Value* lo = e.add(e.mul(e.k(2.0), e.mul(xh, xl)), e.mul(xl, xl));
+  return {e.mul(xh, xh), lo};
+}
+
+// m/(1 + t) * R(1/(1 + t) - c0) * e^(h + l): erfc's tail, with R(t) = erfc(t) e^(t^2) (1 + t)
+// (or the same of t/sqrt(2) for gelu) close to a constant, and the exponent -t^2 given exactly
+// in two parts, so no rounding of it is amplified by its size. e^r enters as R + R (e^r - 1),
+// one rounding fewer than R * e^r.
+Value* erfcTailF32(Math& e, Value* t, Value* h, Value* l, Value* m, std::initializer_list<double> c,
+                   double c0) {
+  Value* onePlus = e.add(e.k(1.0), t);
+  Value* r = e.poly(e.sub(e.div(e.k(1.0), onePlus), e.k(c0)), c);
+  auto [n, q] = expReduceF32(e, h, l);
+  return scaleF32(e, e.mul(e.div(m, onePlus), e.add(r, e.mul(r, q))), n);
+}
+
+// erf|x|: the odd polynomial below 0.9, 1 - erfc above (1 from 4.5 on). Within 1 ulp.
+Value* erfBodyF32(Math& e, Value* x) {
+  Value* ax = e.fabs(x);
+  Value* t = e.sel(e.lt(ax, 0.9), e.k(0.9), e.sel(e.lt(ax, 4.5), ax, e.k(4.5)));
+  auto [h, l] = squareF32(e, t);
+  Value* tail = erfcTailF32(e, t, e.neg(h), e.neg(l), e.k(1.0),
+                            {0.775865376, 0.576341689, -0.26851967, -0.407538027, 0.529726028,
+                             0.0999889001, -0.818487525, 0.889769375, -1.21649563},
+                            0.35);
+  Value* res = e.copysign(e.sel(e.lt(ax, 0.9), erfSmallF32(e, ax), e.sub(e.k(1.0), tail)), x);
+  return e.sel(e.isNan(x), x, res);
+}
+
+Value* erfF32(Math& e, const std::vector<Value*>& a) { return erfBodyF32(e, a[0]); }
+
+// x/2 (1 + erf(x/sqrt(2))): directly for x >= 0; x/2 erfc(|x|/sqrt(2)) for x < 0, which is
+// 1 - erf below |x| = 1.25 and erfc's tail (its own fit, in |x| so that x/sqrt(2) is not
+// rounded) down to -16, below which it rounds to -0. NaN at -inf like the interpreter.
+// Within 4 ulp of x/2 erfc(-x/sqrt(2)) in f64 (the interpreter's 1 + erf(x/sqrt(2)) cancels
+// in f64 too and loses its relative accuracy below about -6).
+Value* geluF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* hx = e.mul(e.k(0.5), x);
+  Value* t = e.mul(x, e.k(0.70710678118654752));
+  Value* pos = e.mul(hx, e.add(e.k(1.0), erfBodyF32(e, t)));
+  Value* ax = e.fabs(x);
+  Value* near = e.mul(hx, e.sub(e.k(1.0), erfSmallF32(e, e.fabs(t))));
+  Value* c = e.sel(e.lt(ax, 1.25), e.k(1.25), e.sel(e.lt(ax, 16.0), ax, e.k(16.0)));
+  auto [h, l] = squareF32(e, c);
+  Value* far = erfcTailF32(e, c, e.mul(h, e.k(-0.5)), e.mul(l, e.k(-0.5)), hx,
+                           {0.972111583, 0.514809251, -0.920123994, -0.174391866, 2.08878684,
+                            -2.49053431, -2.106951, 12.1823292, -10.5291853, -18.9254971},
+                           0.25);
+  Value* neg = e.sel(e.lt(ax, 1.25), near, e.sel(e.gt(ax, 16.0), e.mul(x, e.k(0.0)), far));
+  Value* res = e.sel(e.b.CreateFCmpOGE(x, e.k(0.0)), pos, neg);
+  res = e.sel(e.eq(x, -INFINITY), e.k(NAN), res);
+  return e.sel(e.isNan(x), x, res);
+}
+
+// x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), without 1 + tanh's
+// cancellation for x < 0. 2u is computed in f64 and passed in two f32 parts: a rounded 2u
+// would be amplified by |2u| in e^(2u). Within 3 ulp of x sigmoid(2u) in f64.
+Value* geluTanhF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  llvm::Type* f64 = e.b.getDoubleTy();
+  Value* d = e.b.CreateFPExt(x, f64);
+  auto kd = [&](double v) { return llvm::ConstantFP::get(f64, v); };
+  Value* cube = e.b.CreateFMul(e.b.CreateFMul(e.b.CreateFMul(kd(0.044715), d), d), d);
+  Value* z = e.b.CreateFMul(kd(2 * 0.79788456080286536), e.b.CreateFAdd(d, cube));
+  Value* zh = e.b.CreateFPTrunc(z, e.d);
+  Value* zl = e.b.CreateFPTrunc(e.b.CreateFSub(z, e.b.CreateFPExt(zh, f64)), e.d);
+  zl = e.sel(e.eq(e.fabs(zh), INFINITY), e.k(0.0), zl);
+  Value* res = e.sel(e.eq(x, -INFINITY), e.k(NAN), mulSigmoidF32(e, x, zh, zl));
+  return e.sel(e.isNan(x), x, res);
+}
+
+// log x = k ln2 + log m with m in [sqrt(2)/2, sqrt(2)) (subnormals scaled by 2^25 first),
+// f = m - 1, s = f/(2 + f): log m = f - f^2/2 + s (f^2/2 + R(s^2)), FreeBSD's e_logf.c with its
+// four coefficients. Within 1 ulp.
+Value* logF32(Math& e, const std::vector<Value*>& a) {
+  Value* x = a[0];
+  Value* subnormal = e.lt(x, 0x1p-126);
+  Value* xs = e.sel(subnormal, e.mul(x, e.k(0x1p25)), x);
+  Value* ix = e.b.CreateAdd(e.bits(xs), e.ki(0x3f800000 - 0x3f3504f3));
+  Value* k = e.b.CreateSub(e.b.CreateAShr(ix, 23), e.ki(127));
+  k = e.b.CreateSub(k, e.b.CreateSelect(subnormal, e.ki(25), e.ki(0)));
+  Value* f = e.sub(e.fromBits(e.b.CreateAdd(e.b.CreateAnd(ix, e.ki(0x007fffff)), e.ki(0x3f3504f3))),
+                   e.k(1.0));
+  Value* s = e.div(f, e.add(e.k(2.0), f));
+  Value* z = e.mul(s, s);
+  Value* w = e.mul(z, z);
+  Value* t1 = e.mul(w, e.poly(w, {0xccce13p-25, 0xf89e26p-26}));
+  Value* t2 = e.mul(z, e.poly(w, {0xaaaaaap-24, 0x91e9eep-25}));
+  Value* hfsq = e.mul(e.k(0.5), e.mul(f, f));
+  Value* dk = e.toDouble(k);
+  Value* lo = e.add(e.mul(s, e.add(hfsq, e.add(t2, t1))), e.mul(dk, e.k(9.0580006145e-06)));
+  Value* res = e.sub(e.mul(dk, e.k(6.9313812256e-01)), e.sub(e.sub(hfsq, lo), f));
+  res = e.sel(e.eq(x, INFINITY), x, res);
+  res = e.sel(e.eq(x, 0.0), e.k(-INFINITY), res);
+  res = e.sel(e.lt(x, 0.0), e.k(NAN), res);
+  return e.sel(e.isNan(x), x, res);
+}
+
 } // namespace
 
 llvm::Function* inlineMathFunction(llvm::Module& m, std::string_view name) {
@@ -675,6 +879,17 @@ llvm::Function* inlineMathFunction(llvm::Module& m, std::string_view name) {
   std::string symbol = "kiln_" + std::string(name) + "_f64";
   if (llvm::Function* f = m.getFunction(symbol)) return f;
   return define(m, symbol, it->second.first, it->second.second);
+}
+
+llvm::Function* inlineMathFunctionF32(llvm::Module& m, std::string_view name) {
+  static const std::map<std::string_view, Body> kFunctions = {
+      {"exp", expF32},         {"log", logF32},   {"tanh", tanhF32}, {"erf", erfF32},
+      {"sigmoid", sigmoidF32}, {"silu", siluF32}, {"gelu", geluF32}, {"gelu_tanh", geluTanhF32}};
+  auto it = kFunctions.find(name);
+  if (it == kFunctions.end()) return nullptr;
+  std::string symbol = "kiln_" + std::string(name) + "_f32";
+  if (llvm::Function* f = m.getFunction(symbol)) return f;
+  return define(m, symbol, 1, it->second, true);
 }
 
 } // namespace kiln::llvmgen
