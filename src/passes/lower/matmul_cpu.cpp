@@ -62,11 +62,12 @@ constexpr int64_t kMinBlocks = 8;
 constexpr double kMinBlockWork = 65536;
 
 // Shrinks the MC x NC block (never below MR x NR) until the product has kMinBlocks
-// workgroups (fewer for a small product) or cannot have more: of the splits into mb row blocks and
+// workgroups (fewer for a small product) or cannot have more, splitting rows only when
+// `splitRows` and columns only when `splitCols`: of the splits into mb row blocks and
 // nb column blocks (each rounded up to whole micro-tiles), the one that computes the fewest padded
 // elements, then the fewest workgroups. Products that already have enough keep theirs.
 void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, int64_t mr,
-                   int64_t nr, int64_t& mc, int64_t& nc) {
+                   int64_t nr, bool splitRows, bool splitCols, int64_t& mc, int64_t& nc) {
   auto ceilDiv = [](int64_t x, int64_t d) { return (x + d - 1) / d; };
   auto blocks = [&](int64_t m, int64_t n) { return ceilDiv(rows, m) * ceilDiv(cols, n) * entries; };
   if (rows < 1 || cols < 1 || depth < 1) return;
@@ -77,10 +78,18 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
   auto wanted = static_cast<int64_t>(std::clamp(work / kMinBlockWork, 1.0, double(kMinBlocks)));
   if (blocks(mc, nc) >= wanted) return;
   int64_t bestWork = -1, bestBlocks = 0, bestMc = mc, bestNc = nc;
-  for (int64_t mb = ceilDiv(rows, mc); mb <= ceilDiv(rows, mr) && mb <= kMinBlocks; ++mb)
-    for (int64_t nb = ceilDiv(cols, nc); nb <= ceilDiv(cols, nr) && nb <= kMinBlocks; ++nb) {
+  // A block of at most MR rows streams B instead of packing it, computing a computed B
+  // (a depthwise conv fused into a projection's operand) once per row: keep blocks that
+  // packed B more than MR rows.
+  int64_t mbMax = splitRows ? (mc > mr ? ceilDiv(rows, mr + 1) : ceilDiv(rows, mr)) : 0;
+  int64_t nbMax = splitCols ? ceilDiv(cols, nr) : 0;
+  for (int64_t mb = ceilDiv(rows, mc); mb <= std::max(mbMax, ceilDiv(rows, mc)) && mb <= kMinBlocks;
+       ++mb)
+    for (int64_t nb = ceilDiv(cols, nc);
+         nb <= std::max(nbMax, ceilDiv(cols, nc)) && nb <= kMinBlocks; ++nb) {
       int64_t m = ceilDiv(ceilDiv(rows, mb), mr) * mr;
       int64_t n = ceilDiv(ceilDiv(cols, nb), nr) * nr;
+      if (mc > mr && m <= mr) continue;
       int64_t count = blocks(m, n);
       if (count < std::min<int64_t>(wanted, blocks(mr, nr))) continue;
       int64_t work = ceilDiv(rows, m) * m * ceilDiv(cols, n) * n;
@@ -157,7 +166,11 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   if (!foldsBatch(s))
     for (size_t i = 0; i + 2 < r; ++i)
       entries = std::min<int64_t>(entries * ub(s.outShape[i]), 1 << 30);
-  balanceBlocks(rows, cols, ub(a.dim(a.rank() - 1)), entries, mr, nr, mc, nc);
+  // More row blocks pack (and compute) B once more each, more column blocks A: an operand
+  // computed by a prologue keeps its blocks.
+  balanceBlocks(rows, cols, ub(a.dim(a.rank() - 1)), entries, mr, nr,
+                !computedOperand(s.anchor->operand(1)), !computedOperand(s.anchor->operand(0)), mc,
+                nc);
   std::vector<Plan> plans = cpuDotPlans(s, t, syms);
   plans.push_back(
       CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr});
