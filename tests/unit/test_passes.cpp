@@ -1,10 +1,12 @@
 // Unit tests for the passes (canonicalize identities and folding, cse, dce, shape-infer,
-// fuse's multi-anchor pattern table), the registry and the pass manager.
+// fuse's multi-anchor pattern table, conv-depthwise's choice of the flat form), the registry
+// and the pass manager.
 #include <cmath>
 #include <doctest/doctest.h>
 #include <sstream>
 
 #include "ir/core/builder.h"
+#include "ir/text/parser.h"
 #include "ir/text/printer.h"
 #include "passes/fuse.h"
 #include "passes/pass_manager.h"
@@ -547,4 +549,51 @@ TEST_CASE("fuse: a pattern whose ops are not convex is not formed") {
   t.ret(t.op(OpKind::Matmul, {inner, gram}, f32({4, 8})));
   REQUIRE(createFusePass(CodegenOptions{}, {chainPattern()})->run(t.m).ok());
   CHECK(t.count(OpKind::Dispatch) == 3);
+}
+
+TEST_CASE("conv-depthwise: the flat form where its wide rows take fewer vector iterations") {
+  // EfficientNet-B0's stride-1 depthwise convs (C, H = W, K, pads K/2) on x86-64-v4 (16
+  // lanes), each read by two ops (an SE block's pool and its gate): flat at OW 28 and 56
+  // (rows of 28 are a vector and 12 scalars), as before at OW 7 and 14 (a row is one masked
+  // vector) and 112 (7 vectors a row; the wide grid's 2 more columns cost as much).
+  struct Case {
+    int64_t c, hw, k;
+    bool flat;
+  };
+  for (Case t : {Case{240, 28, 5, true}, Case{144, 56, 3, true}, Case{672, 14, 5, false},
+                 Case{480, 14, 3, false}, Case{1152, 7, 5, false}, Case{1152, 7, 3, false},
+                 Case{32, 112, 3, false}}) {
+    CAPTURE(t.c);
+    CAPTURE(t.hw);
+    CAPTURE(t.k);
+    std::string x = "1x" + std::to_string(t.c) + "x" + std::to_string(t.hw) + "x" +
+                    std::to_string(t.hw) + "xf32";
+    std::string k = std::to_string(t.k), p = std::to_string(t.k / 2);
+    std::string text =
+        "func @main(%x: tensor<" + x + ">, %w: tensor<" + std::to_string(t.c) + "x1x" + k + "x" +
+        k + "xf32>) -> (tensor<" + x + ">) {\n" +
+        "  %0 = conv %x, %w {dilations = [1, 1], group = " + std::to_string(t.c) + ", pads = [" +
+        p + ", " + p + ", " + p + ", " + p + "], strides = [1, 1]} : tensor<" + x + ">\n" +
+        "  %1 = reduce_mean %0 {axes = [2, 3], keepdims = 1} : tensor<1x" + std::to_string(t.c) +
+        "x1x1xf32>\n" + "  %2 = mul %0, %1 : tensor<" + x + ">\n" + "  return %2\n}\n";
+    Result<std::unique_ptr<Module>> m = parseModule(text, "dw.kir");
+    REQUIRE(m.ok());
+    std::unique_ptr<Module> mod = m.take();
+    PassManager pm;
+    REQUIRE(pm.addPipeline("shape-infer,conv-gemm,conv-depthwise{target=cpu:x86-64-v4}").ok());
+    std::ostringstream ignored;
+    REQUIRE(pm.run(*mod, ignored).ok());
+    // The flat sum is 1 x C x (OH*Wp); the gate's mul joins it on that grid.
+    int64_t wide = t.hw * (t.hw + 2 * (t.k / 2));
+    size_t flatOps = 0, convs = 0;
+    for (const auto& op : mod->funcs()[0]->ops()) {
+      convs += op->kind() == OpKind::Conv;
+      if (op->numResults() == 1 && op->result(0)->type().isStatic() &&
+          op->result(0)->type().staticShape() == std::vector<int64_t>{1, t.c, wide})
+        ++flatOps;
+    }
+    CHECK(convs == 0);
+    // K*K taps: a slice, a mul and (but the first) an add each; the mul by the gate.
+    CHECK(flatOps == (t.flat ? size_t(3 * t.k * t.k) : 0));
+  }
 }

@@ -181,13 +181,33 @@ Result<llvm::Value*> KernelEmitter::address(const Op& op, const Value* bufVal, s
   llvm::Value* off = idx(0);
   for (size_t d = 0; d < count; ++d) {
     llvm::Value* idx = get(op.operand(first + d));
-    off = d == 0 ? idx
-                 : b_.CreateAdd(b_.CreateMul(off, buf.extents[d], "", false, true), idx, "", false,
-                                true);
+    llvm::Value* extent = buf.extents[d];
+    // Indices (floordiv(e, n), mod(e, n)) of two dims whose inner extent is n (a reshape
+    // that split a flat index over a buffer) are at offset e: (e / n) * n + e % n = e for
+    // floor division, so the address stays e, not a division LLVM cannot see through.
+    if (d + 1 < count) {
+      if (const Value* e = splitBy(op.operand(first + d), op.operand(first + d + 1));
+          e && get(op.operand(first + d)->def()->operand(1)) == buf.extents[d + 1]) {
+        idx = get(e);
+        extent = b_.CreateMul(extent, buf.extents[d + 1], "", false, true);
+        ++d;
+      }
+    }
+    off = off == this->idx(0)
+              ? idx
+              : b_.CreateAdd(b_.CreateMul(off, extent, "", false, true), idx, "", false, true);
   }
   if (buf.perThread)
     off = b_.CreateAdd(b_.CreateMul(thread_, idx(buf.perThread)), off, "", false, true);
   return b_.CreateInBoundsGEP(storageType(c_, buf.elem), buf.base, off);
+}
+
+// e when `outer` is ifloordiv(e, n) and `inner` is imod(e, n) (one n), else null.
+const Value* KernelEmitter::splitBy(const Value* outer, const Value* inner) {
+  const Op* q = outer->def();
+  const Op* r = inner->def();
+  if (!q || !r || q->kind() != OpKind::IFloorDiv || r->kind() != OpKind::IMod) return nullptr;
+  return q->operand(0) == r->operand(0) && q->operand(1) == r->operand(1) ? q->operand(0) : nullptr;
 }
 
 // Value bounds show `span` elements from the index lie within an extent >= minExtent.

@@ -99,6 +99,7 @@ protected:
                                int64_t lanes = 1);
   // Value bounds show `span` elements from the index lie within an extent >= minExtent.
   bool provedInRange(const Value* idx, int64_t minExtent, int64_t span) const;
+  static const Value* splitBy(const Value* outer, const Value* inner);
   llvm::Align alignOf(ElemType e);
   // An f64 accumulator update on a private buffer whose adds may be reassociated.
   bool isWideAccumulation(const Op& op) const;
