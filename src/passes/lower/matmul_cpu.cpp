@@ -63,9 +63,10 @@ constexpr double kMinBlockWork = 65536;
 
 // Shrinks the MC x NC block (never below MR x NR) until the product has kMinBlocks
 // workgroups (fewer for a small product) or cannot have more, splitting rows only when
-// `splitRows` and columns only when `splitCols`: of the splits into mb row blocks and
-// nb column blocks (each rounded up to whole micro-tiles), the one that computes the fewest padded
-// elements, then the fewest workgroups. Products that already have enough keep theirs.
+// `splitRows` and columns only when `splitCols`: of the splits into mb row blocks and nb
+// column blocks (each rounded up to whole micro-tiles) that reach the count, or come closest
+// to it, the one that computes the fewest padded elements, then the fewest workgroups.
+// Products that already have enough keep theirs.
 void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, int64_t mr,
                    int64_t nr, bool splitRows, bool splitCols, int64_t& mc, int64_t& nc) {
   auto ceilDiv = [](int64_t x, int64_t d) { return (x + d - 1) / d; };
@@ -77,12 +78,16 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
                 static_cast<double>(entries);
   auto wanted = static_cast<int64_t>(std::clamp(work / kMinBlockWork, 1.0, double(kMinBlocks)));
   if (blocks(mc, nc) >= wanted) return;
-  int64_t bestWork = -1, bestBlocks = 0, bestMc = mc, bestNc = nc;
-  // A block of at most MR rows streams B instead of packing it, computing a computed B
-  // (a depthwise conv fused into a projection's operand) once per row: keep blocks that
-  // packed B more than MR rows.
+  // A block that packs B (more than MR rows) is never split into blocks of MR rows or
+  // fewer: those stream B, computing a computed B (a depthwise conv fused into a
+  // projection's operand) once per row.
   int64_t mbMax = splitRows ? (mc > mr ? ceilDiv(rows, mr + 1) : ceilDiv(rows, mr)) : 0;
   int64_t nbMax = splitCols ? ceilDiv(cols, nr) : 0;
+  struct Split {
+    int64_t m, n, count, work;
+  };
+  std::vector<Split> splits;
+  int64_t most = 0;
   for (int64_t mb = ceilDiv(rows, mc); mb <= std::max(mbMax, ceilDiv(rows, mc)) && mb <= kMinBlocks;
        ++mb)
     for (int64_t nb = ceilDiv(cols, nc);
@@ -90,40 +95,44 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
       int64_t m = ceilDiv(ceilDiv(rows, mb), mr) * mr;
       int64_t n = ceilDiv(ceilDiv(cols, nb), nr) * nr;
       if (mc > mr && m <= mr) continue;
-      int64_t count = blocks(m, n);
-      if (count < std::min<int64_t>(wanted, blocks(mr, nr))) continue;
-      int64_t work = ceilDiv(rows, m) * m * ceilDiv(cols, n) * n;
-      if (bestWork < 0 || work < bestWork || (work == bestWork && count < bestBlocks)) {
-        bestWork = work;
-        bestBlocks = count;
-        bestMc = m;
-        bestNc = n;
-      }
+      splits.push_back({m, n, blocks(m, n), ceilDiv(rows, m) * m * ceilDiv(cols, n) * n});
+      most = std::max(most, splits.back().count);
     }
+  // The splits that reach the wanted count, or as close as the allowed splits come.
+  int64_t bestWork = -1, bestBlocks = 0, bestMc = mc, bestNc = nc;
+  for (const Split& sp : splits) {
+    if (sp.count < std::min(wanted, most)) continue;
+    if (bestWork < 0 || sp.work < bestWork || (sp.work == bestWork && sp.count < bestBlocks)) {
+      bestWork = sp.work;
+      bestBlocks = sp.count;
+      bestMc = sp.m;
+      bestNc = sp.n;
+    }
+  }
   mc = bestMc;
   nc = bestNc;
 }
 
 } // namespace
 
-// Also attention's keys under `transpose {perm = [1, 2, 0]}`.
-bool transposedB(const Value* b) {
-  int64_t r = b->type().rank();
-  int64_t kd = r - 2;
-  while (const Op* d = b->def()) {
+bool innermostWhereLoaded(const Value* v, int64_t axis) {
+  while (const Op* d = v->def()) {
     if (d->has(kElementwise) && d->numOperands() == 1) {
-      b = d->operand(0);
+      v = d->operand(0);
     } else if (d->kind() == OpKind::Transpose) {
       std::vector<int64_t> perm = d->attrs().getInts("perm");
-      if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
-      kd = perm[static_cast<size_t>(kd)];
-      b = d->operand(0);
+      if (axis < 0 || axis >= static_cast<int64_t>(perm.size())) return false;
+      axis = perm[static_cast<size_t>(axis)];
+      v = d->operand(0);
     } else {
       break;
     }
   }
-  return kd == b->type().rank() - 1;
+  return axis == v->type().rank() - 1;
 }
+
+// Also attention's keys under `transpose {perm = [1, 2, 0]}`.
+bool transposedB(const Value* b) { return innermostWhereLoaded(b, b->type().rank() - 2); }
 
 bool computedOperand(const Value* a) {
   std::vector<const Value*> stack{a};

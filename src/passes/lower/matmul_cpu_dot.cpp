@@ -34,27 +34,8 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kDotMaxShort = 4;
-// The short side's packed K-vectors stay under this many bytes of private memory.
+// The packed short side stays under this many bytes of private memory.
 constexpr int64_t kDotMaxPackBytes = 128 * 1024;
-
-// True when `a`'s K dim (its last) is the innermost dim of the value it is read from,
-// through casts and transposes (a conv-gemm's weights viewed M x (C*KH*KW) are).
-bool contiguousA(const Value* a) {
-  int64_t kd = a->type().rank() - 1;
-  while (const Op* d = a->def()) {
-    if (d->has(kElementwise) && d->numOperands() == 1) {
-      a = d->operand(0);
-    } else if (d->kind() == OpKind::Transpose) {
-      std::vector<int64_t> perm = d->attrs().getInts("perm");
-      if (kd < 0 || kd >= static_cast<int64_t>(perm.size())) return false;
-      kd = perm[static_cast<size_t>(kd)];
-      a = d->operand(0);
-    } else {
-      break;
-    }
-  }
-  return kd == a->type().rank() - 1;
-}
 
 // The kernel's short side: rows (true) or columns (false), and its static length; none
 // when the dot plan does not apply.
@@ -82,7 +63,8 @@ std::optional<ShortSide> shortSide(const KernelShape& s) {
   if (m.isStatic() && m.value() <= kDotMaxShort && transposedB(mm.operand(1)) &&
       (bBatched || oneEntry))
     return ShortSide{true, m.value()};
-  if (n.isStatic() && n.value() <= kDotMaxShort && contiguousA(mm.operand(0)) &&
+  if (n.isStatic() && n.value() <= kDotMaxShort &&
+      innermostWhereLoaded(mm.operand(0), mm.operand(0)->type().rank() - 1) &&
       !(m.isStatic() && m.value() <= n.value()))
     return ShortSide{false, n.value()};
   return std::nullopt;

@@ -133,8 +133,11 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
 std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const CpuMatmulPlan& p);
-// True when B's K dim is the innermost dim of the value B is read from, through transposes
-// and casts (a `[N, K]` weight under `transpose`): B is contiguous along k, not n.
+// True when dim `axis` of `v` is the innermost dim of the value it is read from, through
+// transposes and one-operand elementwise ops (casts): `v` is contiguous along it.
+bool innermostWhereLoaded(const Value* v, int64_t axis);
+// True when B's K dim is innermost where B is read from (a `[N, K]` weight under
+// `transpose`): B is contiguous along k, not n.
 bool transposedB(const Value* b);
 // True when an element of `a` costs more than a load: some op of the kernel on its def
 // chain is not a view (a LayerNorm or GELU prologue of the matmul).
