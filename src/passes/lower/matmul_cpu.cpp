@@ -37,23 +37,6 @@ std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
   return {mr, nr};
 }
 
-// True when the batch dims fold into M: B has no batch dim above 1 (a weight shared by
-// every batch entry: x[b, m, k] * w[k, n]), so the batch entries are more rows of one
-// product. A `197 x 1 x 768` activation (a sequence-first `Linear`) is then one 197-row
-// GEMM that packs B once per block, instead of 197 one-row products streaming all of B.
-bool foldsBatch(const KernelShape& s) {
-  if (s.outShape.size() < 3) return false;
-  const Type& a = s.anchor->operand(0)->type();
-  const Type& b = s.anchor->operand(1)->type();
-  if (a.rank() < 2 || b.rank() < 2) return false;
-  for (int64_t i = 0; i + 2 < b.rank(); ++i)
-    if (!(b.dim(i).isStatic() && b.dim(i).value() == 1)) return false;
-  // Batch dims that are all 1 (a conv-gemm's [1, Cout, P]) add no rows: nothing to fold.
-  for (size_t i = 0; i + 2 < s.outShape.size(); ++i)
-    if (!(s.outShape[i].isStatic() && s.outShape[i].value() == 1)) return true;
-  return false;
-}
-
 // Workgroups (blocks) a GEMM should have at least, so that the cpu's threads share it: a
 // 256 x 196 conv-gemm in 96 x 224 blocks is 3 workgroups, which 2 threads run in the time
 // of 2 (one idles half the time); a 40 x 196 one is 1 workgroup, which leaves every other
@@ -114,6 +97,19 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
 }
 
 } // namespace
+
+bool foldsBatch(const KernelShape& s) {
+  if (s.outShape.size() < 3) return false;
+  const Type& a = s.anchor->operand(0)->type();
+  const Type& b = s.anchor->operand(1)->type();
+  if (a.rank() < 2 || b.rank() < 2) return false;
+  for (int64_t i = 0; i + 2 < b.rank(); ++i)
+    if (!(b.dim(i).isStatic() && b.dim(i).value() == 1)) return false;
+  // Batch dims that are all 1 (a conv-gemm's [1, Cout, P]) add no rows: nothing to fold.
+  for (size_t i = 0; i + 2 < s.outShape.size(); ++i)
+    if (!(s.outShape[i].isStatic() && s.outShape[i].value() == 1)) return true;
+  return false;
+}
 
 bool innermostWhereLoaded(const Value* v, int64_t axis) {
   while (const Op* d = v->def()) {

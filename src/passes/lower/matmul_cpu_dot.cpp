@@ -53,15 +53,7 @@ std::optional<ShortSide> shortSide(const KernelShape& s) {
   // Rows: a B shared by several batch entries ([197, 1, 768] x W^T, a sequence-first
   // Linear) would be streamed once per entry; the blocked plan folds those rows into one
   // product instead (foldsBatch).
-  const Type& b = mm.operand(1)->type();
-  bool bBatched = false;
-  for (int64_t i = 0; i + 2 < b.rank(); ++i)
-    bBatched |= !(b.dim(i).isStatic() && b.dim(i).value() == 1);
-  bool oneEntry = true;
-  for (size_t i = 0; i + 2 < r; ++i)
-    oneEntry &= s.outShape[i].isStatic() && s.outShape[i].value() == 1;
-  if (m.isStatic() && m.value() <= kDotMaxShort && transposedB(mm.operand(1)) &&
-      (bBatched || oneEntry))
+  if (m.isStatic() && m.value() <= kDotMaxShort && transposedB(mm.operand(1)) && !foldsBatch(s))
     return ShortSide{true, m.value()};
   if (n.isStatic() && n.value() <= kDotMaxShort &&
       innermostWhereLoaded(mm.operand(0), mm.operand(0)->type().rank() - 1) &&

@@ -139,6 +139,11 @@ bool innermostWhereLoaded(const Value* v, int64_t axis);
 // True when B's K dim is innermost where B is read from (a `[N, K]` weight under
 // `transpose`): B is contiguous along k, not n.
 bool transposedB(const Value* b);
+// True when the batch dims fold into M: B has no batch dim above 1 (a weight shared by
+// every batch entry: x[b, m, k] * w[k, n]), so the batch entries are more rows of one
+// product. A `197 x 1 x 768` activation (a sequence-first `Linear`) is then one 197-row
+// GEMM that packs B once per block, instead of 197 one-row products streaming all of B.
+bool foldsBatch(const KernelShape& s);
 // True when an element of `a` costs more than a load: some op of the kernel on its def
 // chain is not a view (a LayerNorm or GELU prologue of the matmul).
 bool computedOperand(const Value* a);
