@@ -478,6 +478,42 @@ func @twice(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>) {
   CHECK(log.find("hipStreamSynchronize") < log.find("hipMemcpy(12, kind 2)"));
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("cuda: freed memory serves the next allocation of its size class") {
+  Fake fake = cudaFake();
+  auto dev = open(hal::cuda::cudaDriver());
+  uint64_t first = 0;
+  {
+    auto a = allocate(*dev, 1000);
+    first = static_cast<hal::gpu::GpuBuffer&>(*a).address();
+  }
+  CHECK(dev->memoryStats().bytesInUse == 0);
+  auto b = allocate(*dev, 1024); // 1000 and 1024 bytes are both 4 granules of 256
+  CHECK(static_cast<hal::gpu::GpuBuffer&>(*b).address() == first);
+  CHECK(dev->memoryStats().bytesInUse == 1024);
+  std::string log = fake.log();
+  CHECK(occurrences(log, "cuMemAlloc_v2(1024)") == 1);
+  CHECK(occurrences(log, "cuMemFree_v2") == 0);
+
+  // Out of memory with freed buffers kept: they are freed, and the allocation tried again.
+  { auto c = allocate(*dev, 4096); }
+  fake.set("fail", "cuMemAlloc_v2 1");
+  auto d = allocate(*dev, 8192);
+  log = fake.log();
+  CHECK(occurrences(log, "cuMemAlloc_v2(8192)") == 2);
+  CHECK(occurrences(log, "cuMemFree_v2") == 1);
+  // With nothing kept, the failure is the allocation's error.
+  fake.set("fail", "cuMemAlloc_v2 1");
+  Result<std::unique_ptr<hal::Buffer>> e = dev->allocate(300);
+  REQUIRE_FALSE(e.ok());
+  CHECK(contains(firstError(e.diags()), "cuMemAlloc of 512 bytes failed"));
+}
+
 TEST_CASE("hip: failures of the library are errors") {
   Fake fake = hipFake();
   auto dev = open(hal::hip::hipDriver());
@@ -487,7 +523,7 @@ TEST_CASE("hip: failures of the library are errors") {
   auto second = dev->allocate(16);
   REQUIRE_FALSE(second.ok());
   CHECK(firstError(second.diags()) ==
-        "hip[0]: error: hip[0] (Fake AMD GPU 0): hipMalloc of 16 bytes failed: "
+        "hip[0]: error: hip[0] (Fake AMD GPU 0): hipMalloc of 256 bytes failed: "
         "hipErrorOutOfMemory (out of memory)");
   CHECK(dev->memoryStats().bytesInUse == 16);
 

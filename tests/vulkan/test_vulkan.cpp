@@ -328,6 +328,23 @@ TEST_CASE("vulkan: staging buffers and descriptor pools (no host mapping, no pus
   CHECK(w[1] == 6);
 }
 
+TEST_CASE("vulkan: a destroyed buffer's memory serves the next allocation of its size") {
+  auto dev = freshDevice();
+  VkBuffer first = VK_NULL_HANDLE;
+  {
+    auto a = dev->allocate(1000);
+    REQUIRE(a.ok());
+    first = static_cast<hal::vulkan::VulkanBuffer&>(**a).handle();
+  }
+  CHECK(dev->memoryStats().bytesInUse == 0);
+  auto b = dev->allocate(1000), c = dev->allocate(1000);
+  REQUIRE((b.ok() && c.ok()));
+  CHECK(static_cast<hal::vulkan::VulkanBuffer&>(**b).handle() == first);
+  CHECK(static_cast<hal::vulkan::VulkanBuffer&>(**c).handle() != first);
+  CHECK(dev->memoryStats().bytesInUse == 2000);
+  checkAdd(*dev, 250); // buffers of 1000 bytes again, some of them reused
+}
+
 TEST_CASE("vulkan: loading refuses kernels beyond the device's limits, naming them") {
   auto dev = std::dynamic_pointer_cast<VulkanDevice>(device0());
   const VkPhysicalDeviceLimits& l = dev->props().props.limits;

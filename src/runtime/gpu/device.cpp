@@ -4,7 +4,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "runtime/ref/ref.h"
 #include "runtime/semaphore.h"
@@ -26,11 +28,13 @@ Result<void*> openLibrary(const char* env, const char* fallback, const std::stri
 
 GpuDevice::GpuDevice(DeviceId id, std::string target, GpuDeviceInfo info,
                      std::unique_ptr<GpuApi> api)
-    : id_(std::move(id)), target_(std::move(target)), info_(std::move(info)), api_(std::move(api)) {
-}
+    : id_(std::move(id)), target_(std::move(target)), info_(std::move(info)), api_(std::move(api)),
+      recycler_(info_.memoryBytes / 2, Recycler<uint64_t>::Order::OldestFirst) {}
 
 GpuDevice::~GpuDevice() {
-  if (statusAddress_ && api_->bind().ok()) api_->release(statusAddress_);
+  if (!api_->bind().ok()) return;
+  if (statusAddress_) api_->release(statusAddress_);
+  for (uint64_t address : recycler_.drain()) api_->release(address);
 }
 
 MemoryStats GpuDevice::memoryStats() const {
@@ -55,8 +59,18 @@ Result<std::unique_ptr<Buffer>> GpuDevice::allocate(uint64_t bytes) {
                             " bytes of memory");
   std::lock_guard<std::recursive_mutex> lock(queueMu_);
   KILN_CHECK(api_->bind());
-  // At least one byte, so that an empty tensor still has an address of its own.
-  KILN_TRY(uint64_t address, api_->allocate(bytes ? bytes : 1));
+  // Whole granules, so that a freed buffer serves every later one of its size class; at
+  // least one, so that an empty tensor still has an address of its own.
+  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+  std::optional<uint64_t> kept = recycler_.take(rounded);
+  Result<uint64_t> fresh = kept ? Result<uint64_t>(*kept) : api_->allocate(rounded);
+  if (!fresh.ok()) {
+    // Out of memory, perhaps only because freed buffers are kept: free them, and try again.
+    std::vector<uint64_t> freed = recycler_.drain();
+    for (uint64_t address : freed) api_->release(address);
+    if (!freed.empty()) fresh = api_->allocate(rounded);
+  }
+  KILN_TRY(uint64_t address, std::move(fresh));
   {
     std::lock_guard<std::mutex> stats(statsMu_);
     stats_.bytesInUse += bytes;
@@ -64,6 +78,15 @@ Result<std::unique_ptr<Buffer>> GpuDevice::allocate(uint64_t bytes) {
     if (stats_.bytesInUse > stats_.peakBytes) stats_.peakBytes = stats_.bytesInUse;
   }
   return std::unique_ptr<Buffer>(std::make_unique<GpuBuffer>(shared_from_this(), address, bytes));
+}
+
+void GpuDevice::recycle(uint64_t address, uint64_t bytes) {
+  // Called with the queue lock held: submit waits for its stream, so nothing still uses the
+  // memory, and the next owner's work is queued behind whatever was.
+  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+  if (std::optional<uint64_t> left = recycler_.keep(rounded, address))
+    if (api_->bind().ok()) api_->release(*left);
+  released(bytes);
 }
 
 Result<std::unique_ptr<Executable>> GpuDevice::loadExecutable(const std::string& target,
@@ -91,8 +114,7 @@ std::unique_ptr<Semaphore> GpuDevice::createSemaphore(uint64_t initial) {
 
 GpuBuffer::~GpuBuffer() {
   std::lock_guard<std::recursive_mutex> lock(device_->queueMutex());
-  if (device_->api().bind().ok()) device_->api().release(address_);
-  device_->released(bytes_);
+  device_->recycle(address_, bytes_);
 }
 
 Device& GpuBuffer::device() { return *device_; }

@@ -25,6 +25,7 @@
 #include "runtime/gpu/payload.h"
 #include "runtime/hal.h"
 #include "runtime/host/host.h"
+#include "runtime/recycler.h"
 
 namespace kiln::hal::gpu {
 
@@ -162,6 +163,11 @@ public:
   // recursive, as the interpreter's kernels read and write buffers inside a submission.
   std::recursive_mutex& queueMutex() const { return queueMu_; }
   void released(uint64_t bytes);
+  // A destroyed buffer's memory (queue lock held): kept for a later allocation of its size
+  // class (runtime/recycler.h), up to half the device's memory, else released.
+  void recycle(uint64_t address, uint64_t bytes);
+  // Allocations are whole granules (cuMemAlloc aligns to 256 bytes at least).
+  static constexpr uint64_t kGranule = 256;
 
 private:
   using Command = host::HostCommandBuffer::Command;
@@ -187,6 +193,7 @@ private:
 
   mutable std::mutex statsMu_;
   MemoryStats stats_;
+  Recycler<uint64_t> recycler_;
 };
 
 } // namespace kiln::hal::gpu

@@ -34,12 +34,11 @@ void HostDevice::resetPeak() {
 }
 
 void HostDevice::recycle(HostMemory memory, uint64_t bytes) {
-  uint64_t rounded = roundedSize(bytes);
-  std::lock_guard<std::mutex> lock(statsMu_);
-  stats_.bytesInUse -= bytes;
-  if (cachedBytes_ + rounded > kMaxCachedBytes) return; // freed here
-  cache_[rounded].push_back(std::move(memory));
-  cachedBytes_ += rounded;
+  {
+    std::lock_guard<std::mutex> lock(statsMu_);
+    stats_.bytesInUse -= bytes;
+  }
+  (void)recycler_.keep(roundedSize(bytes), std::move(memory)); // not kept: freed here
 }
 
 Result<std::unique_ptr<Buffer>> HostDevice::allocate(uint64_t bytes) {
@@ -49,14 +48,7 @@ Result<std::unique_ptr<Buffer>> HostDevice::allocate(uint64_t bytes) {
                           std::to_string(kMaxBufferBytes) + ")");
   uint64_t rounded = roundedSize(bytes);
   HostMemory data;
-  {
-    std::lock_guard<std::mutex> lock(statsMu_);
-    if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
-      data = std::move(it->second.back());
-      it->second.pop_back();
-      cachedBytes_ -= rounded;
-    }
-  }
+  if (std::optional<HostMemory> kept = recycler_.take(rounded)) data = std::move(*kept);
   if (!data) data.reset(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
   if (!data) return error(loc, "out of memory allocating " + std::to_string(bytes) + " bytes");
   {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/hal.h"
+#include "runtime/recycler.h"
 
 namespace kiln::hal::host {
 
@@ -143,10 +144,10 @@ private:
 
   DeviceId id_;
   std::mutex queue_;
-  mutable std::mutex statsMu_; // guards stats_ and the cache
+  mutable std::mutex statsMu_; // guards stats_
   MemoryStats stats_;
-  std::map<uint64_t, std::vector<HostMemory>> cache_; // freed memory by rounded size
-  uint64_t cachedBytes_ = 0;
+  // Freed memory by rounded size, the newest first (warm in the caches).
+  Recycler<HostMemory> recycler_{kMaxCachedBytes, Recycler<HostMemory>::Order::NewestFirst};
   DispatchProfiler* profiler_ = nullptr;
   bool async_ = false;
   std::mutex jobsMu_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "runtime/ref/ref.h"
 #include "runtime/vulkan/vulkan.h"
@@ -36,6 +37,8 @@ Result<std::shared_ptr<VulkanDevice>> VulkanDevice::create(std::shared_ptr<Insta
 Status VulkanDevice::init() {
   const Api& vk = api();
   props_ = queryDevice(vk, physical_);
+  recycler_ = std::make_unique<Recycler<KeptBuffer>>(props_.localMemoryBytes / 2,
+                                                     Recycler<KeptBuffer>::Order::OldestFirst);
   std::string name = id_.str() + " (" + props_.props.deviceName + ")";
   uint32_t version = props_.props.apiVersion;
   if (version < VK_API_VERSION_1_2)
@@ -161,6 +164,8 @@ VulkanDevice::~VulkanDevice() {
     }
     inFlight_.clear();
   }
+  if (recycler_)
+    for (const KeptBuffer& b : recycler_->drain()) destroy(b);
   freeStaging();
   if (queueTimeline_) vk.vkDestroySemaphore(device_, queueTimeline_, nullptr);
   if (commandPool_) vk.vkDestroyCommandPool(device_, commandPool_, nullptr);
@@ -276,8 +281,28 @@ Result<std::unique_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
     return error(loc(), id_.str() + " (" + props_.props.deviceName + ") cannot allocate " +
                             std::to_string(bytes) + " bytes in one buffer: its limit is " +
                             std::to_string(most) + " bytes (maxMemoryAllocationSize)");
-  uint8_t* mapped = nullptr;
-  KILN_TRY(auto raw, createRaw(allocated, memoryType_, hostVisible_ ? &mapped : nullptr));
+  KeptBuffer b;
+  if (std::optional<KeptBuffer> kept = recycler_->take(allocated)) {
+    b = *kept;
+    if (Status waited = waitSerial(b.lastUse); !waited.ok()) {
+      destroy(b);
+      return waited.diags();
+    }
+  } else {
+    auto raw = createRaw(allocated, memoryType_, hostVisible_ ? &b.mapped : nullptr);
+    if (!raw.ok()) {
+      // Out of memory, perhaps only because freed buffers are kept: free them, try again.
+      std::vector<KeptBuffer> freed = recycler_->drain();
+      for (const KeptBuffer& f : freed) {
+        (void)waitSerial(f.lastUse);
+        destroy(f);
+      }
+      if (!freed.empty()) raw = createRaw(allocated, memoryType_, hostVisible_ ? &b.mapped : nullptr);
+    }
+    KILN_TRY(auto made, std::move(raw));
+    b.buffer = made.first;
+    b.memory = made.second;
+  }
   {
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.bytesInUse += bytes;
@@ -285,7 +310,21 @@ Result<std::unique_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
     if (stats_.bytesInUse > stats_.peakBytes) stats_.peakBytes = stats_.bytesInUse;
   }
   return std::unique_ptr<Buffer>(std::make_unique<VulkanBuffer>(
-      shared_from_this(), bytes, allocated, raw.first, raw.second, mapped));
+      shared_from_this(), bytes, allocated, b.buffer, b.memory, b.mapped));
+}
+
+void VulkanDevice::destroy(const KeptBuffer& b) {
+  api().vkDestroyBuffer(device_, b.buffer, nullptr);
+  api().vkFreeMemory(device_, b.memory, nullptr);
+}
+
+void VulkanDevice::recycle(uint64_t bytes, uint64_t allocated, KeptBuffer kept) {
+  released(bytes);
+  if (std::optional<KeptBuffer> left = recycler_->keep(allocated, kept)) {
+    // Work still reading or writing the buffer finishes first (a lost device finishes nothing).
+    (void)waitSerial(left->lastUse);
+    destroy(*left);
+  }
 }
 
 Result<std::unique_ptr<Executable>> VulkanDevice::loadExecutable(const std::string& target,
@@ -334,12 +373,7 @@ VulkanBuffer::VulkanBuffer(std::shared_ptr<VulkanDevice> device, uint64_t bytes,
 
 VulkanBuffer::~VulkanBuffer() {
   if (processExiting()) return;
-  // Work still reading or writing the buffer finishes first (a lost device finishes nothing).
-  (void)device_->waitSerial(lastUse);
-  const Api& vk = device_->api();
-  vk.vkDestroyBuffer(device_->handle(), buffer_, nullptr);
-  vk.vkFreeMemory(device_->handle(), memory_, nullptr);
-  device_->released(bytes_);
+  device_->recycle(bytes_, allocated_, {buffer_, memory_, mapped_, lastUse.load()});
 }
 
 Device& VulkanBuffer::device() { return *device_; }

@@ -36,6 +36,7 @@
 
 #include "runtime/hal.h"
 #include "runtime/host/host.h"
+#include "runtime/recycler.h"
 #include "runtime/vulkan/payload.h"
 
 namespace kiln::hal::vulkan {
@@ -295,6 +296,16 @@ public:
   Status waitSerial(uint64_t serial) const;
   // Releases a buffer's memory (accounting) once it is destroyed.
   void released(uint64_t bytes);
+  // A destroyed buffer's VkBuffer and memory, kept for a later allocation of the same size
+  // (runtime/recycler.h; vkAllocateMemory is slow on NVIDIA's driver) up to half the device's
+  // memory, else freed once the queue is done with them. The next owner waits for lastUse.
+  struct KeptBuffer {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    uint8_t* mapped = nullptr;
+    uint64_t lastUse = 0;
+  };
+  void recycle(uint64_t bytes, uint64_t allocated, KeptBuffer kept);
   // Runs `record` in a one-time command buffer and waits for it (staging transfers).
   Status runNow(const std::function<void(VkCommandBuffer)>& record);
   // Test hook: behave from now on as a device that reported VK_ERROR_DEVICE_LOST.
@@ -378,6 +389,8 @@ private:
     VkDescriptorPool pool;
   };
   std::deque<InFlight> inFlight_;
+  std::unique_ptr<Recycler<KeptBuffer>> recycler_; // sized once the memory is known (init)
+  void destroy(const KeptBuffer& b);
   mutable std::atomic<bool> lost_{false};
 
   mutable std::mutex statsMu_;
