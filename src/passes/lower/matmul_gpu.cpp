@@ -8,11 +8,22 @@
 //           128 x 128 x 32 (never beyond the extents' upper bounds) with 16 x 16 threads
 //           and shrinks step by step: TK first, then the larger of TM and TN, then threads.
 // Emits:    for each K step: A and B tiles staged by all threads (zero-filled and masked
-//           past the ends unless provably exact), a barrier, the threads' private
-//           accumulators, a barrier; then the epilogue per accumulator.
+//           past the ends unless provably exact), A transposed (K-major) so that both are
+//           read along M or N; each thread stages a fixed number of elements, 4 adjacent
+//           ones along K (A) or N (B) at a time where the tile allows, A's rows fastest
+//           across threads so that its transposed stores meet no bank twice. A barrier;
+//           then for each k of the tile the thread's TM/wy A and TN/wx B values into private
+//           registers and their outer product into its private accumulators; a barrier.
+//           Then the epilogue per accumulator. A thread's rows (columns) come in groups of
+//           4 adjacent ones when its share is a multiple of 4, so that the backends read
+//           each group from shared memory as one vector (LLVM's load-store vectorizer), and
+//           strided by the workgroup otherwise.
 //
-//   %0 = matmul %a, %b : tensor<{m}x256xf32>   =>   alloc shared 64x16 (A), 16x64 (B)
-//   %1 = relu %0                                     for k0: stage; barrier; acc += A*B; barrier
+//   %0 = matmul %a, %b : tensor<{m}x256xf32>   =>   alloc shared 16x64 (A^T), 16x64 (B)
+//   %1 = relu %0                                     for k0: stage; barrier;
+//                                                      for k: a[i] = A^T[k][row i], b[j] = B[k][col j]
+//                                                             acc[i][j] += a[i] * b[j]
+//                                                      barrier
 //                                                    relu(acc) -> masked_store
 #include <algorithm>
 
@@ -25,6 +36,8 @@ namespace {
 
 // At most this many rows take the few-rows plans.
 constexpr int64_t kGemvMaxRows = 4;
+// Adjacent rows (columns) a thread owns when its share allows: one vector load each.
+constexpr int64_t kGroup = 4;
 
 int64_t pow2AtLeast(int64_t x) {
   int64_t p = 1;
@@ -93,7 +106,7 @@ std::vector<Plan> gpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
 }
 
 std::vector<SharedBuffer> gpuMatmulSharedBuffers(const KernelShape& s, const GpuMatmulPlan& p) {
-  return {{s.aElem, {p.tm, p.tk}}, {s.bElem, {p.tk, p.tn}}};
+  return {{s.aElem, {p.tk, p.tm}}, {s.bElem, {p.tk, p.tn}}};
 }
 
 std::optional<std::string> strategyProblem(const KernelShape& s, const GpuMatmulPlan& p,
@@ -146,20 +159,61 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
   Value* n0 = kb.idx(OpKind::IMul, bx, kb.cst(TN));
   std::vector<SharedBuffer> sb = gpuMatmulSharedBuffers(kb.shape(), plan);
   Value* As = kb.mk(kb.body(), OpKind::Alloc, {},
-                    Type::buffer(sb[0].elem, {Dim(TM), Dim(TK)}, MemSpace::Shared));
+                    Type::buffer(sb[0].elem, {Dim(TK), Dim(TM)}, MemSpace::Shared));
   Value* Bs = kb.mk(kb.body(), OpKind::Alloc, {},
                     Type::buffer(sb[1].elem, {Dim(TK), Dim(TN)}, MemSpace::Shared));
   ElemType ae = matmulAccElem(mm.result(0)->type().elem(), kb.target());
   Value* acc =
       kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(ae, {Dim(RM), Dim(RN)}, MemSpace::Private));
+  Value* aReg =
+      kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(sb[0].elem, {Dim(RM)}, MemSpace::Private));
+  Value* bReg =
+      kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(sb[1].elem, {Dim(RN)}, MemSpace::Private));
   int64_t T = WX * WY;
+  // The tile row (column) of a thread's i-th accumulator row (column): groups of kGroup
+  // adjacent ones when its share is a multiple of kGroup, else strided by the workgroup.
+  auto spread = [&](Value* t, Value* i, int64_t share, int64_t threads) {
+    if (share % kGroup != 0) return kb.idx(OpKind::IAdd, t, kb.idx(OpKind::IMul, i, kb.cst(threads)));
+    Value* group = kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, i, kb.cst(kGroup)),
+                          kb.cst(threads * kGroup));
+    Value* lane = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, t, kb.cst(kGroup)),
+                         kb.idx(OpKind::IMod, i, kb.cst(kGroup)));
+    return kb.idx(OpKind::IAdd, group, lane);
+  };
 
   Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(TK));
-  // Stage one operand tile: rows x cols elements of `operand` (A: m x k, B: k x n).
+  // Stage one operand tile: rows x cols elements of `operand` (A: m x k, stored k-major;
+  // B: k x n), read along the operand's rows.
   auto stage = [&](bool isA, Value* tileBuf, int64_t rows, int64_t cols) -> Status {
-    Value* e = kb.beginFor(tid, kb.cst(rows * cols), kb.cst(T));
-    Value* rr = kb.idx(OpKind::IFloorDiv, e, kb.cst(cols));
-    Value* cc = kb.idx(OpKind::IMod, e, kb.cst(cols));
+    // Element (rr, cc) of the tile. When the threads divide the tile, each takes a fixed
+    // number of elements (constant trip counts: the backends unroll them and issue the loads
+    // together), kGroup adjacent ones along K (A) or N (B) at a time where the tile allows
+    // (one vector load each); else every T-th element. A's consecutive threads take
+    // consecutive rows, so that its transposed stores meet no bank twice; B's take
+    // consecutive columns.
+    int64_t n = rows * cols;
+    int64_t grouped = cols / kGroup; // B's groups along a row
+    Value *rr, *cc;
+    int64_t loops = 1;
+    if (n % (T * kGroup) == 0 && cols % kGroup == 0) {
+      Value* l = kb.beginFor(kb.cst(0), kb.cst(n / (T * kGroup)), kb.cst(1));
+      Value* c = kb.beginFor(kb.cst(0), kb.cst(kGroup), kb.cst(1));
+      loops = 2;
+      Value* v = kb.idx(OpKind::IAdd, tid, kb.idx(OpKind::IMul, l, kb.cst(T)));
+      Value* fast = kb.idx(OpKind::IMod, v, kb.cst(isA ? rows : grouped));
+      Value* slow = kb.idx(OpKind::IFloorDiv, v, kb.cst(isA ? rows : grouped));
+      rr = isA ? fast : slow;
+      Value* g = isA ? slow : fast;
+      cc = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, g, kb.cst(kGroup)), c);
+    } else {
+      Value* e = n % T == 0 ? kb.idx(OpKind::IAdd, tid,
+                                     kb.idx(OpKind::IMul,
+                                            kb.beginFor(kb.cst(0), kb.cst(n / T), kb.cst(1)),
+                                            kb.cst(T)))
+                            : kb.beginFor(tid, kb.cst(n), kb.cst(T));
+      rr = isA ? kb.idx(OpKind::IMod, e, kb.cst(rows)) : kb.idx(OpKind::IFloorDiv, e, kb.cst(cols));
+      cc = isA ? kb.idx(OpKind::IFloorDiv, e, kb.cst(rows)) : kb.idx(OpKind::IMod, e, kb.cst(cols));
+    }
     Value* mask = nullptr;
     std::vector<Value*> oix = batch;
     Value* kk;
@@ -184,20 +238,32 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
     kb.setMask(nullptr);
     ElemType oe = operand->type().elem();
     if (mask) v = kb.mk(kb.body(), OpKind::SSelect, {mask, v, kb.scst(oe, 0)}, Type::scalar(oe));
-    kb.body().createUnchecked(OpKind::Store, {v, tileBuf, rr, cc}, {}, {});
-    kb.endFor();
+    if (isA)
+      kb.body().createUnchecked(OpKind::Store, {v, tileBuf, cc, rr}, {}, {});
+    else
+      kb.body().createUnchecked(OpKind::Store, {v, tileBuf, rr, cc}, {}, {});
+    for (int64_t l = 0; l < loops; ++l) kb.endFor();
     return ok();
   };
   KILN_CHECK(stage(true, As, TM, TK));
   KILN_CHECK(stage(false, Bs, TK, TN));
   kb.body().createUnchecked(OpKind::Barrier, {}, {}, {});
-  Value* i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
-  Value* j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
-  Value* row = kb.idx(OpKind::IAdd, ty, kb.idx(OpKind::IMul, i, kb.cst(WY)));
-  Value* col = kb.idx(OpKind::IAdd, tx, kb.idx(OpKind::IMul, j, kb.cst(WX)));
+  // For each k of the tile: the thread's A and B values, then their outer product.
   Value* kk = kb.beginFor(kb.cst(0), kb.cst(TK), kb.cst(1));
-  Value* a = kb.mk(kb.body(), OpKind::Load, {As, row, kk}, Type::scalar(sb[0].elem));
-  Value* b = kb.mk(kb.body(), OpKind::Load, {Bs, kk, col}, Type::scalar(sb[1].elem));
+  Value* i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
+  Value* a = kb.mk(kb.body(), OpKind::Load, {As, kk, spread(ty, i, RM, WY)},
+                   Type::scalar(sb[0].elem));
+  kb.body().createUnchecked(OpKind::Store, {a, aReg, i}, {}, {});
+  kb.endFor();
+  Value* j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
+  Value* b = kb.mk(kb.body(), OpKind::Load, {Bs, kk, spread(tx, j, RN, WX)},
+                   Type::scalar(sb[1].elem));
+  kb.body().createUnchecked(OpKind::Store, {b, bReg, j}, {}, {});
+  kb.endFor();
+  i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
+  j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
+  a = kb.mk(kb.body(), OpKind::Load, {aReg, i}, Type::scalar(sb[0].elem));
+  b = kb.mk(kb.body(), OpKind::Load, {bReg, j}, Type::scalar(sb[1].elem));
   Value* p = kb.compute(OpKind::Mul, {kb.castTo(a, ae), kb.castTo(b, ae)}, ae);
   Value* old = kb.mk(kb.body(), OpKind::Load, {acc, i, j}, Type::scalar(ae));
   kb.body().createUnchecked(OpKind::Store, {kb.compute(OpKind::Add, {old, p}, ae), acc, i, j}, {},
@@ -211,10 +277,8 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
   // Epilogue: each thread's outputs, with the matmul's value taken from the accumulator.
   i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
   j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
-  Value* gm =
-      kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, ty, kb.idx(OpKind::IMul, i, kb.cst(WY))));
-  Value* gn =
-      kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, tx, kb.idx(OpKind::IMul, j, kb.cst(WX))));
+  Value* gm = kb.idx(OpKind::IAdd, m0, spread(ty, i, RM, WY));
+  Value* gn = kb.idx(OpKind::IAdd, n0, spread(tx, j, RN, WX));
   Value* mask = nullptr;
   if (gM) mask = kb.andMask(mask, kb.cmp("lt", gm, M));
   if (gN) mask = kb.andMask(mask, kb.cmp("lt", gn, N));
