@@ -16,6 +16,13 @@
 // 2e-4 of the tensor's largest magnitude: the device's transcendental functions (atanh, tanh,
 // exp) are less exact than libm, and Vulkan computes f64 ones in f32.
 //
+// Results that depend on a transcendental function (exp, log, tanh, erf, sigmoid, silu, gelu,
+// the trigonometric ones, pow, softmax, attention) are approximate on every device but ref:
+// the backends compute those in f32 within a few ulp (docs/cpu.md), so an f64 result cast
+// from one is compared at the f32 tolerance, and an integer or boolean result derived from
+// one (a comparison of two nearly equal values, a floor) may differ: such differences are
+// counted and printed, not failures.
+//
 // --first-seed=S starts both loops at seed S (to split a long run over processes).
 //
 //   kiln-runtime-differential [--seeds=N] [--symbolic-seeds=N] [--first-seed=S]
@@ -25,6 +32,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "analysis/donation.h"
 #include "backends/backend.h"
@@ -49,13 +58,43 @@ namespace {
 using namespace kiln;
 
 std::string gDevice = "ref[0]";
+int gApproximate = 0; // integer or boolean results that differed after a transcendental op
+
+// Which of `f`'s results depend on a transcendental function.
+std::vector<bool> approximateResults(const Func& f) {
+  std::unordered_set<const Value*> approx;
+  walkOps(f.body(), [&](const Op& op) {
+    bool a = false;
+    switch (op.kind()) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Sigmoid:
+    case OpKind::Erf: case OpKind::Gelu: case OpKind::Silu: case OpKind::Sin: case OpKind::Cos:
+    case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
+    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh:
+    case OpKind::Atanh: case OpKind::Pow: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::Attention: a = true; break;
+    default: break;
+    }
+    for (size_t i = 0; i < op.numOperands() && !a; ++i) a = approx.count(op.operand(i)) > 0;
+    if (a)
+      for (size_t r = 0; r < op.numResults(); ++r) approx.insert(op.result(r));
+  });
+  std::vector<bool> out;
+  const Op* ret = f.terminator();
+  for (size_t i = 0; i < ret->numOperands(); ++i) out.push_back(approx.count(ret->operand(i)) > 0);
+  return out;
+}
 
 // Float results of code that may round differently (contraction, f32 accumulation, libm
 // in f64 then rounded): close relative to the tensor's largest magnitude.
-bool close(const HostTensor& got, const HostTensor& want, std::string& why) {
+bool close(const HostTensor& got, const HostTensor& want, std::string& why,
+           bool approximate = false) {
   if (got.elem() != want.elem() || got.shape() != want.shape()) {
     why = "types differ";
     return false;
+  }
+  if (!isFloat(want.elem()) && approximate && !got.identical(want)) {
+    ++gApproximate;
+    return true;
   }
   if (!isFloat(want.elem())) {
     // Integers are exact, except that an integer cast from a float lands one apart when the
@@ -69,7 +108,7 @@ bool close(const HostTensor& got, const HostTensor& want, std::string& why) {
   }
   // On vulkan, f64 transcendental functions run in f32 (Vulkan has no f64 exp, log, sin).
   bool f64AsF32 = gDevice.rfind("vulkan", 0) == 0;
-  double scale = 1, tol = want.elem() == ElemType::F64 && !f64AsF32 ? 1e-9
+  double scale = 1, tol = want.elem() == ElemType::F64 && !f64AsF32 && !approximate ? 1e-9
                           : want.elem() == ElemType::F64 || want.elem() == ElemType::F32
                               ? (f64AsF32 ? 2e-4 : 2e-5)
                               : 2e-2;
@@ -149,6 +188,7 @@ std::string checkDonated(const std::string& text, const std::vector<HostTensor>&
   }
   ++gDonated;
   std::string donated = printModule(**m);
+  std::vector<bool> approx = approximateResults(*(*m)->lookupFunc("main"));
   CompileOptions copts;
   copts.placement.devices.devices = {gDevice};
   auto program = compileProgram(m.take(), copts);
@@ -163,7 +203,7 @@ std::string checkDonated(const std::string& text, const std::vector<HostTensor>&
   std::string why;
   for (size_t i = 0; i < got->size(); ++i)
     if (gDevice.starts_with("ref") ? !(*got)[i].identical(expected[i])
-                                   : !close((*got)[i], expected[i], why))
+                                   : !close((*got)[i], expected[i], why, approx[i]))
       return "with donations result " + std::to_string(i) + " differs: " + why + "\n" + donated;
   for (size_t a = 0; a < f->numArgs(); ++a) {
     std::optional<size_t> r = f->argDonation(a);
@@ -211,9 +251,10 @@ std::string check(uint64_t seed, bool symbolic) {
     if (!got.ok()) continue;
     if (got->size() != expected->size()) return "result counts differ";
     std::string why;
+    std::vector<bool> approx = approximateResults(*gen->module->lookupFunc("main"));
     for (size_t i = 0; i < got->size(); ++i)
       if (gDevice.starts_with("ref") ? !(*got)[i].identical((*expected)[i])
-                                     : !close((*got)[i], (*expected)[i], why))
+                                     : !close((*got)[i], (*expected)[i], why, approx[i]))
         return "result " + std::to_string(i) + " differs on call " + std::to_string(call) + ": " +
                why + " " + formatTensor((*got)[i]) + " vs " + formatTensor((*expected)[i]);
   }
@@ -256,8 +297,13 @@ int main(int argc, char** argv) {
   int failures = 0, checked = 0;
   for (int sym = 0; sym < 2; ++sym)
     for (int64_t s = first; s < first + (sym ? symbolicSeeds : seeds); ++s) {
+      int approximate = gApproximate;
       std::string why = check(static_cast<uint64_t>(s), sym == 1);
       ++checked;
+      if (gApproximate > approximate)
+        std::cout << "seed " << s << (sym ? " (symbolic)" : "")
+                  << ": an integer or boolean result computed from a transcendental function "
+                     "differs (approximate, not a failure)\n";
       if (why.empty()) continue;
       ++failures;
       std::cout << "seed " << s << (sym ? " (symbolic)" : "") << ": " << why
