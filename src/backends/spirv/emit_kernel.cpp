@@ -18,6 +18,8 @@ constexpr uint32_t kScopeWorkgroup = 2;
 constexpr uint32_t kScopeSubgroup = 3;
 // AcquireRelease | WorkgroupMemory
 constexpr uint32_t kBarrierSemantics = 0x8 | 0x100;
+// Loops of at most this many static trips are marked for complete unrolling (emitFor).
+constexpr int64_t kUnrollTrips = 8;
 
 bool fitsI32(const Range& r) { return r.known() && r.lo >= INT32_MIN && r.hi <= INT32_MAX; }
 
@@ -235,7 +237,7 @@ void KernelEmitter::label(Id l) {
 
 Result<std::vector<Id>> KernelEmitter::loop(Id lo, Id hi, Id step, bool stepPositive,
                                             const std::vector<std::pair<Id, Id>>& inits,
-                                            const LoopBody& body) {
+                                            const LoopBody& body, bool unroll) {
   Id pre = cur_;
   Id header = b_.newId(), cond = b_.newId(), bodyLabel = b_.newId(), cont = b_.newId(),
      merge = b_.newId();
@@ -249,7 +251,9 @@ Result<std::vector<Id>> KernelEmitter::loop(Id lo, Id hi, Id step, bool stepPosi
     carried.push_back(b_.codeResult(SOp::OpPhi, type, {init, pre, 0, cont}));
     patchAt.push_back(b_.codeSize() - 2);
   }
-  b_.code(SOp::OpLoopMerge, {merge, cont, uint32_t(spv::LoopControlMask::MaskNone)});
+  b_.code(SOp::OpLoopMerge, {merge, cont,
+                             uint32_t(unroll ? spv::LoopControlMask::Unroll
+                                             : spv::LoopControlMask::MaskNone)});
   b_.code(SOp::OpBranch, {cond});
   label(cond);
   Id more = op2(SOp::OpSLessThan, bool_, iv, hi);
@@ -411,6 +415,13 @@ Status KernelEmitter::emitFor(const Op& op) {
   for (size_t i = 3; i < op.numOperands(); ++i)
     inits.push_back({valueType(op.operand(i)->type()), get(op.operand(i))});
   const Block& body = *op.region(0);
+  // A short loop of static trip count without a barrier (a thread's register tile: its rows
+  // and columns, whose private arrays become registers only once unrolled) is marked for
+  // complete unrolling, as the LLVM GPU emitter does (kernel_emitter.h).
+  Range rl = bounds_.of(op.operand(0)), rh = bounds_.of(op.operand(1));
+  bool unroll = rl.known() && rl.lo == rl.hi && rh.known() && rh.lo == rh.hi && rs.known() &&
+                rs.lo == rs.hi && rs.lo > 0 && (rh.lo - rl.lo) / rs.lo <= kUnrollTrips;
+  walkOps(body, [&](const kiln::Op& o) { unroll = unroll && o.kind() != OpKind::Barrier; });
   KILN_TRY(std::vector<Id> results,
            loop(lo, hi, step, rs.known() && rs.lo > 0, inits,
                 [&](Id iv, const std::vector<Id>& carried) -> Result<std::vector<Id>> {
@@ -421,7 +432,8 @@ Status KernelEmitter::emitFor(const Op& op) {
                   if (const kiln::Op* y = body.terminator())
                     for (const Value* v : y->operands()) next.push_back(get(v));
                   return next;
-                }));
+                },
+                unroll));
   for (size_t i = 0; i < results.size(); ++i) vals_[op.result(i)] = results[i];
   return ok();
 }

@@ -50,9 +50,11 @@ private:
   Status emitSubgroup(const Op& op);
   void zeroSharedMemory();
   // for (iv = lo; iv < hi; iv += step) with carried values; `body` returns the next ones.
+  // `unroll` asks the driver to unroll it completely (OpLoopMerge's Unroll control).
   using LoopBody = std::function<Result<std::vector<Id>>(Id iv, const std::vector<Id>&)>;
   Result<std::vector<Id>> loop(Id lo, Id hi, Id step, bool stepPositive,
-                               const std::vector<std::pair<Id, Id>>& inits, const LoopBody& body);
+                               const std::vector<std::pair<Id, Id>>& inits, const LoopBody& body,
+                               bool unroll = false);
   // if (cond) then(); the values `then` returns, or `otherwise` when it does not run.
   Result<std::vector<Id>> guarded(Id cond, const std::vector<std::pair<Id, Id>>& otherwise,
                                   const std::function<Result<std::vector<Id>>()>& then);
