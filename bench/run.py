@@ -59,7 +59,8 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="small shapes, 2 repetitions after 1 warmup (what CI runs)")
     p.add_argument("--only", choices=["gemm", "decoder", "elementwise"], help="run one group of workloads")
-    p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT")
+    p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT (or one of "
+                   "several TEXTs separated by |)")
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"),
                    help="the kiln binary (default build/tools/kiln)")
     p.add_argument("--repetitions", type=int, help="timed calls (default 10, 2 with --quick)")
@@ -171,7 +172,8 @@ def elementwise_workloads(quick):
 
 
 def selected(workloads):
-    return [w for w in workloads if not ARGS.match or ARGS.match in w[0]]
+    return [w for w in workloads
+            if not ARGS.match or any(t in w[0] for t in ARGS.match.split("|"))]
 
 
 # ---- files --------------------------------------------------------------------------------

@@ -132,6 +132,8 @@ Status VulkanDevice::init() {
   if (local < 0 || staging < 0)
     return error(loc(), name + " offers no usable memory type (device-local and host-visible)");
   hostVisible_ = mapped >= 0 && !envIs("KILN_VULKAN_STAGING", "1");
+  if (const char* spin = std::getenv("KILN_VULKAN_SPIN_US"); spin && *spin)
+    spinNs_ = uint64_t(std::clamp<long long>(std::atoll(spin), 0, 100'000)) * 1000;
   memoryType_ = static_cast<uint32_t>(hostVisible_ ? mapped : local);
   stagingType_ = static_cast<uint32_t>(staging);
 

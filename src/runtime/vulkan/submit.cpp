@@ -13,8 +13,10 @@
 // Each submission also signals the device's own queue timeline with its serial, which tells
 // when its command buffer and descriptor pool can be freed and when a buffer it used can be
 // read by the host or destroyed.
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "runtime/ref/ref.h"
 #include "runtime/vulkan/vulkan.h"
@@ -89,15 +91,28 @@ struct Hazards {
 
 } // namespace
 
-Status VulkanDevice::waitSerial(uint64_t serial) const {
-  if (serial == 0) return ok();
-  KILN_CHECK(alive());
+VkResult VulkanDevice::waitTimeline(VkSemaphore sem, uint64_t value, uint64_t timeoutNs) const {
+  // Most waits are for a few microseconds of work (a staging copy, a decode step's kernels),
+  // and a blocked thread can take far longer to wake: poll the counter first.
+  auto start = std::chrono::steady_clock::now();
+  for (uint64_t v = 0;;) {
+    if (VkResult r = api().vkGetSemaphoreCounterValue(device_, sem, &v); r != VK_SUCCESS) return r;
+    if (v >= value) return VK_SUCCESS;
+    if (std::chrono::steady_clock::now() - start >= std::chrono::nanoseconds(spinNs_)) break;
+    std::this_thread::yield();
+  }
   VkSemaphoreWaitInfo wi{};
   wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
   wi.semaphoreCount = 1;
-  wi.pSemaphores = &queueTimeline_;
-  wi.pValues = &serial;
-  VkResult r = api().vkWaitSemaphores(device_, &wi, std::numeric_limits<uint64_t>::max());
+  wi.pSemaphores = &sem;
+  wi.pValues = &value;
+  return api().vkWaitSemaphores(device_, &wi, timeoutNs);
+}
+
+Status VulkanDevice::waitSerial(uint64_t serial) const {
+  if (serial == 0) return ok();
+  KILN_CHECK(alive());
+  VkResult r = waitTimeline(queueTimeline_, serial, std::numeric_limits<uint64_t>::max());
   if (r != VK_SUCCESS) return vkError("vkWaitSemaphores", r);
   return ok();
 }
@@ -616,12 +631,7 @@ Status VulkanSemaphore::wait(uint64_t target) const {
       if (failed_) return why_;
     }
     KILN_CHECK(device_->alive());
-    VkSemaphoreWaitInfo wi{};
-    wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &sem_;
-    wi.pValues = &target;
-    VkResult r = device_->api().vkWaitSemaphores(device_->handle(), &wi, kSliceNs);
+    VkResult r = device_->waitTimeline(sem_, target, kSliceNs);
     if (r == VK_SUCCESS) return ok();
     if (r != VK_TIMEOUT) return device_->vkError("vkWaitSemaphores", r);
   }

@@ -294,6 +294,10 @@ public:
   Status alive() const;
   // Waits until the queue has finished every submission up to `serial`.
   Status waitSerial(uint64_t serial) const;
+  // Waits until timeline `sem` reaches `value` (at most timeoutNs once blocked): polls it for
+  // up to KILN_VULKAN_SPIN_US microseconds (default 200) first, then blocks in
+  // vkWaitSemaphores.
+  VkResult waitTimeline(VkSemaphore sem, uint64_t value, uint64_t timeoutNs) const;
   // Releases a buffer's memory (accounting) once it is destroyed.
   void released(uint64_t bytes);
   // A destroyed buffer's VkBuffer and memory, kept for a later allocation of the same size
@@ -371,6 +375,7 @@ private:
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t memoryType_ = 0;
   bool hostVisible_ = false;
+  uint64_t spinNs_ = 200'000;
   uint32_t stagingType_ = 0;
   std::mutex stagingMu_;
   StagingBuffer staging_;
