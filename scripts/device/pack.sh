@@ -1,7 +1,8 @@
 #!/bin/bash
 # Packs a full kiln (compiler and drivers), the GPU test harnesses, the shared libraries they
 # load that a bare GPU machine lacks, and the ONNX node tests into .gpu/pack.tar.xz (about
-# 55 MB, under the 64 MiB a device call carries). Run after building build/ (docs/gpu.md,
+# 50 MB at xz -9e: with .gl's .debs and the tree, under the 64 MiB a device call carries).
+# Run after building build/ (docs/gpu.md,
 # "Running the checks on a lent GPU").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,5 +15,5 @@ for l in $(ldd $B | awk '/=>/{print $3}' | sort -u | grep -v -E '/(libc|libm|lib
   cp -L $l $P/lib/
 done
 cp -r /usr/share/libonnx-testdata/data/node $P/data/
-tar cf - -C $P . | xz -T0 -6 > .gpu/pack.tar.xz
+tar cf - -C $P . | xz -T0 -9e > .gpu/pack.tar.xz
 ls -la .gpu/pack.tar.xz
