@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kiln's benchmark harness: GEMM sweep, a Llama-style decoder layer and elementwise
-transcendental functions against numpy/OpenBLAS and PyTorch CPU, printed as markdown tables.
+"""kiln's benchmark harness: GEMM sweep, Llama-style decoder layers (TinyLlama-1.1B in f32;
+Llama-3-8B with bf16 weights, --layer) and elementwise transcendental functions against
+numpy/OpenBLAS, PyTorch CPU and (decoders) ONNX Runtime CPU, printed as markdown tables.
 
 Every workload is written as kiln text IR (.kir) with its weights in a safetensors file
 and its inputs as .npy files, in a temporary folder. kiln times it with `kiln bench`
@@ -770,13 +771,21 @@ def ort_available():
 
 def ort_decoder_ms(layer, exported, names, tensors, want, tmp, tag):
     """The PyTorch layer `exported` (TorchLayer with stored=True) exported to ONNX, its
-    weights as initializers in their stored type (bf16 ones widened by a Cast in the graph:
-    the exporter's constant folding is off for them, so the file holds bf16; ORT may fold
-    the Cast when it creates the session), timed on ONNX Runtime's CPU provider with the
-    same threads, its outputs checked against `want`: (median ms, None) or (None, reason)."""
+    weights as initializers in their stored type, timed on ONNX Runtime's CPU provider with
+    the same threads, its outputs checked against `want`: (median ms, None) or (None, reason).
+    bf16 weights are the module's buffers, so that the tracer keeps them as bf16 initializers
+    and records their widening as a Cast (a captured tensor's .float() would be traced as an
+    f32 constant), and the exporter's constant folding is off, so that it does not fold the
+    Cast; ORT may fold it when it creates the session."""
     import torch
 
     class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for n, w in exported.w.items():
+                if w.dtype != torch.float32:
+                    self.register_buffer(n, w)  # the same tensor `exported` reads
+
         def forward(self, *xs):
             return exported(*xs)
 
