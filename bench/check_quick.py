@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""CI check of the benchmark harness: runs `bench/run.py --quick` and checks that it
-exits 0, prints its three markdown tables with a time and a ratio in every row, and that the
-numerical check covered every row and passed.
+"""CI check of the benchmark harness: runs `bench/run.py --quick --layer=all` (both decoder
+layers at small shapes: the f32 TinyLlama-shaped one and the bf16-weight Llama-3-8B-shaped
+one) and checks that it exits 0, prints its four markdown tables with a time and a ratio in
+every row and the decoder summary table, and that the numerical check covered every row and
+passed.
 
 usage: check_quick.py --kiln PATH [--device ref] [--threads N]
 """
@@ -16,6 +18,7 @@ import sys
 ROW = re.compile(r"^\| ([a-z][^|]+) \| ([0-9.]+) \| ([0-9.e-]+) \| ([0-9.]+) \|"
                  r"(?: ([0-9.e-]+|-) \| ([0-9.]+|-) \|)?$")
 HEADER = "| workload | kiln ms | reference ms | ratio |"
+SUMMARY = "| workload | prefill8 | decode8 | prefill16 | decode16 |"
 
 
 def main():
@@ -25,7 +28,7 @@ def main():
     p.add_argument("--threads", default="2")
     a = p.parse_args()
     run_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
-    r = subprocess.run([sys.executable, run_py, "--quick", f"--device={a.device}",
+    r = subprocess.run([sys.executable, run_py, "--quick", "--layer=all", f"--device={a.device}",
                         f"--threads={a.threads}", f"--kiln={a.kiln}"],
                        capture_output=True, text=True, timeout=300)
     print(r.stdout)
@@ -34,17 +37,19 @@ def main():
     if r.returncode != 0:
         problems.append(f"run.py exited {r.returncode}")
     lines = r.stdout.splitlines()
-    if sum(1 for line in lines if line == HEADER or line == HEADER + " ORT ms | kiln/ORT |") != 3:
-        problems.append("expected three tables with the header | workload | kiln ms | reference ms | ratio |")
+    if sum(1 for line in lines if line == HEADER or line == HEADER + " ORT ms | kiln/ORT |") != 4:
+        problems.append("expected four tables with the header | workload | kiln ms | reference ms | ratio |")
+    if SUMMARY not in lines:
+        problems.append(f"expected the decoder summary table with the header {SUMMARY}")
     rows = [m for m in map(ROW.match, lines) if m]
     gemm = [m for m in rows if m.group(1).startswith("gemm ")]
     decoder = [m for m in rows if m.group(1).startswith("decoder ")]
     elementwise = [m for m in rows if m not in gemm and m not in decoder]
     if len(gemm) < 10:
         problems.append(f"expected at least 10 GEMM rows with numbers, got {len(gemm)}")
-    if len(decoder) != 6:
-        problems.append(f"expected 6 decoder rows (2 prefill, 2 decode, 2 decode with the KV "
-                        f"cache donated) with numbers, got {len(decoder)}")
+    if len(decoder) != 12:
+        problems.append(f"expected 12 decoder rows (per layer 2 prefill, 2 decode, 2 decode with "
+                        f"the KV cache donated) with numbers, got {len(decoder)}")
     if len(elementwise) != 9:
         problems.append(f"expected 9 elementwise rows with numbers, got {len(elementwise)}")
     for m in rows:

@@ -4,9 +4,10 @@
 // is the session creation (loading and optimizing the model), the counterpart of kiln compile.
 //
 // usage: node ort_bench.js MODEL.onnx INPUT.raw float32|int64 D0,D1,... THREADS WARMUP REPS
-//        node ort_bench.js MODEL.onnx INPUTS.json THREADS WARMUP REPS
+//        node ort_bench.js MODEL.onnx INPUTS.json THREADS WARMUP REPS [OUT_PREFIX]
 // The second form feeds several inputs: INPUTS.json is a list of {"name", "raw", "dtype",
-// "dims"} (bench/run.py's decoder layers).
+// "dims"} (bench/run.py's decoder layers); with OUT_PREFIX it writes each output's raw data
+// (the last call's) to OUT_PREFIX + its name + ".raw", for run.py to check.
 const fs = require('fs');
 const ort = require('onnxruntime-node');
 
@@ -24,7 +25,7 @@ async function main() {
     spec = JSON.parse(fs.readFileSync(args[1], 'utf8'));
     args = [args[0], null, null, null, ...args.slice(2)];
   }
-  const [model, raw, dtype, dims, threads, warmup, reps] = args;
+  const [model, raw, dtype, dims, threads, warmup, reps, outPrefix] = args;
   const created = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'],
@@ -41,10 +42,17 @@ async function main() {
   }
   for (let i = 0; i < Number(warmup); ++i) await session.run(feeds);
   const times = [];
+  let results = null;
   for (let i = 0; i < Number(reps); ++i) {
     const start = process.hrtime.bigint();
-    await session.run(feeds);
+    results = await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  if (outPrefix) {
+    for (const [name, t] of Object.entries(results)) {
+      fs.writeFileSync(outPrefix + name + '.raw',
+                       Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+    }
   }
   const sorted = [...times].sort((a, b) => a - b);
   console.log(JSON.stringify(

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kiln's benchmark harness: GEMM sweep, a Llama-style decoder layer and elementwise
-transcendental functions against numpy/OpenBLAS and PyTorch CPU, printed as markdown tables.
+"""kiln's benchmark harness: GEMM sweep, Llama-style decoder layers (TinyLlama-1.1B in f32;
+Llama-3-8B with bf16 weights, --layer) and elementwise transcendental functions against
+numpy/OpenBLAS, PyTorch CPU and (decoders) ONNX Runtime CPU, printed as markdown tables.
 
 Every workload is written as kiln text IR (.kir) with its weights in a safetensors file
 and its inputs as .npy files, in a temporary folder. kiln times it with `kiln bench`
@@ -10,8 +11,8 @@ number of threads. kiln's outputs (from one `kiln run`) are checked against the
 reference's. docs/bench.md says what each workload is.
 
 usage: run.py [--device=cpu|ref|vulkan[N]|...] [--reference=cpu|cuda] [--threads=N] [--quick]
-              [--only=gemm|decoder|elementwise] [--match=TEXT] [--kiln=PATH] [--repetitions=N]
-              [--warmup=N] [--no-check] [--keep=DIR]
+              [--only=gemm|decoder|elementwise] [--layer=tinyllama|llama3-8b|all] [--match=TEXT]
+              [--kiln=PATH] [--repetitions=N] [--warmup=N] [--no-check] [--keep=DIR]
 
 On a GPU device (--device=vulkan, vulkan[N], hip[N]) the GEMM table also has f16 GEMMs
 (f16 A and B, f16 C), and --reference=cuda times PyTorch on the GPU (cuBLAS) instead of
@@ -59,6 +60,9 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="small shapes, 2 repetitions after 1 warmup (what CI runs)")
     p.add_argument("--only", choices=["gemm", "decoder", "elementwise"], help="run one group of workloads")
+    p.add_argument("--layer", choices=["tinyllama", "llama3-8b", "all"], default="tinyllama",
+                   help="decoder layers: TinyLlama-1.1B (f32, the default), Llama-3-8B (bf16 "
+                   "weights, 436 MB; seconds per prefill call) or both")
     p.add_argument("--match", metavar="TEXT", help="run only the workloads whose name contains TEXT (or one of "
                    "several TEXTs separated by |)")
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "tools", "kiln"),
@@ -123,22 +127,40 @@ def gemm_workloads(quick, gpu=False):
 
 
 class Layer:
-    """Llama decoder layer shapes: TinyLlama-1.1B, or a small one for --quick."""
+    """Llama decoder layer shapes and weight type: TinyLlama-1.1B in f32 or Llama-3-8B with
+    bf16 weights, or a small layer of the same kind for --quick."""
 
-    def __init__(self, quick):
+    def __init__(self, kind, quick):
+        self.kind = kind
+        if kind == "llama3-8b":
+            self.name, self.dtype, self.theta = "Llama-3-8B", "bf16", 500000.0
+            shapes = (64, 4, 2, 16, 224) if quick else (4096, 32, 8, 128, 14336)
+        else:
+            self.name, self.dtype, self.theta = "TinyLlama-1.1B", "f32", 10000.0
+            shapes = (64, 4, 2, 16, 160) if quick else (2048, 32, 4, 64, 5632)
+        self.hidden, self.heads, self.kv_heads, self.head_dim, self.ffn = shapes
         if quick:
-            self.hidden, self.heads, self.kv_heads, self.head_dim, self.ffn = 64, 4, 2, 16, 160
+            self.name += "-shaped (--quick)"
             self.prefill, self.contexts = [8, 16], [8, 16]
         else:
-            self.hidden, self.heads, self.kv_heads, self.head_dim, self.ffn = 2048, 32, 4, 64, 5632
             self.prefill, self.contexts = [128, 2048], [128, 2048]
         self.eps = 1e-5
-        self.theta = 10000.0
+        self.file = f"decoder_{kind}.safetensors"
         assert self.heads * self.head_dim == self.hidden and self.heads % self.kv_heads == 0
 
+    def weight_bytes(self):
+        h, kvd, f = self.hidden, self.kv_heads * self.head_dim, self.ffn
+        matrices = 2 * h * h + 2 * h * kvd + 3 * h * f
+        return matrices * (4 if self.dtype == "f32" else 2) + 2 * h * 4
+
     def describe(self):
-        return (f"hidden {self.hidden}, {self.heads} heads, {self.kv_heads} KV heads, head dim "
-                f"{self.head_dim}, FFN {self.ffn}")
+        return (f"{self.name}: hidden {self.hidden}, {self.heads} heads, {self.kv_heads} KV heads, "
+                f"head dim {self.head_dim}, FFN {self.ffn}; "
+                + ("f32" if self.dtype == "f32" else f"{self.dtype} weights, f32 activations"))
+
+
+def layers(quick):
+    return [Layer(kind, quick) for kind in ("tinyllama", "llama3-8b") if ARGS.layer in (kind, "all")]
 
 
 def decoder_workloads(layer):
@@ -527,17 +549,30 @@ def bench_elementwise(report, tmp, quick):
 
 # ---- decoder layer ------------------------------------------------------------------------
 
+MATRICES = ("wq", "wk", "wv", "wo", "wg", "wu", "wd")
+
+
 def decoder_weights(layer, rng):
+    """(values, stored): the weights as f32 arrays, and as the safetensors file stores them
+    (name -> (dtype, array)). With bf16 weights the seven matrices are rounded to bf16 and
+    their values are the rounded ones, so every engine multiplies by the same numbers; the
+    RMSNorm gains stay f32."""
     h, kvd, f = layer.hidden, layer.kv_heads * layer.head_dim, layer.ffn
-
-    def lin(fan_in, fan_out):
-        return rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(math.sqrt(fan_in))
-
-    def gain():
-        return (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
-
-    return {"wq": lin(h, h), "wk": lin(h, kvd), "wv": lin(h, kvd), "wo": lin(h, h),
-            "wg": lin(h, f), "wu": lin(h, f), "wd": lin(f, h), "g1": gain(), "g2": gain()}
+    shapes = {"wq": (h, h), "wk": (h, kvd), "wv": (h, kvd), "wo": (h, h),
+              "wg": (h, f), "wu": (h, f), "wd": (f, h)}
+    values, stored = {}, {}
+    for name, (fan_in, fan_out) in shapes.items():
+        w = rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(math.sqrt(fan_in))
+        if layer.dtype == "bf16":
+            bits = bf16_bits(w)
+            w, stored[name] = bf16_to_f32(bits), ("BF16", bits)
+        else:
+            stored[name] = ("F32", w)
+        values[name] = w
+    for name in ("g1", "g2"):
+        values[name] = (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+        stored[name] = ("F32", values[name])
+    return values, stored
 
 
 def rotary_tables(layer, positions):
@@ -560,9 +595,14 @@ def decoder_kir(layer, t, past, cache=False):
     g = nh // nkv
     s = t + past
     k = Kir()
+    w = {}
     for name, shape in [("wq", [h, h]), ("wk", [h, nkv * d]), ("wv", [h, nkv * d]), ("wo", [h, h]),
                         ("wg", [h, f]), ("wu", [h, f]), ("wd", [f, h]), ("g1", [h]), ("g2", [h])]:
-        k.weight(name, shape, "f32", "decoder.safetensors")
+        elem = layer.dtype if name in MATRICES else "f32"
+        w[name] = k.weight(name, shape, elem, layer.file)
+        if elem != "f32":
+            # Widened where it is used: kiln's matmul converts the weight as it packs it.
+            w[name] = k.op(f"{name}32", f"cast {w[name]} {{to = f32}}", shape)
     k.op("eps", f"constant {{value = dense<{layer.eps!r}> : tensor<f32>}}", [])
     k.op("scale", f"constant {{value = dense<{1 / math.sqrt(d)!r}> : tensor<f32>}}", [])
 
@@ -590,9 +630,9 @@ def decoder_kir(layer, t, past, cache=False):
         return k.op(f"{p}r", f"add %{p}c, %{p}s", [n, t, d])
 
     hn = rmsnorm("h", "%x", "%g1")
-    q = heads("q", k.op("q", f"matmul {hn}, %wq", [t, h]), nh)
-    kn = heads("k", k.op("k", f"matmul {hn}, %wk", [t, nkv * d]), nkv)
-    vn = heads("v", k.op("v", f"matmul {hn}, %wv", [t, nkv * d]), nkv)
+    q = heads("q", k.op("q", f"matmul {hn}, {w['wq']}", [t, h]), nh)
+    kn = heads("k", k.op("k", f"matmul {hn}, {w['wk']}", [t, nkv * d]), nkv)
+    vn = heads("v", k.op("v", f"matmul {hn}, {w['wv']}", [t, nkv * d]), nkv)
     keys, values = kn, vn
     if cache:
         keys = k.op("kall", f"scatter_nd %cache_k, %idx, {kn}", [nkv, s, d])
@@ -631,14 +671,14 @@ def decoder_kir(layer, t, past, cache=False):
     k.op("att3", "reshape %att", [nh, t, d])
     k.op("attt", "transpose %att3 {perm = [1, 0, 2]}", [t, nh, d])
     k.op("att2", "reshape %attt", [t, h])
-    k.op("o", "matmul %att2, %wo", [t, h])
+    k.op("o", f"matmul %att2, {w['wo']}", [t, h])
     x2 = k.op("x2", "add %x, %o", [t, h])
     mn = rmsnorm("m", x2, "%g2")
-    k.op("gate", f"matmul {mn}, %wg", [t, f])
-    k.op("up", f"matmul {mn}, %wu", [t, f])
+    k.op("gate", f"matmul {mn}, {w['wg']}", [t, f])
+    k.op("up", f"matmul {mn}, {w['wu']}", [t, f])
     k.op("act", "silu %gate", [t, f])
     k.op("gu", "mul %act, %up", [t, f])
-    k.op("down", "matmul %gu, %wd", [t, h])
+    k.op("down", f"matmul %gu, {w['wd']}", [t, h])
     y = k.op("y", f"add {x2}, %down", [t, h])
     args = [("x", [t, h]), ("cos", [t, d]), ("sin", [t, d])]
     if cache:
@@ -656,11 +696,21 @@ class TorchLayer:
     computes it: nn.Linear weights ([out, in], F.linear), repeat_kv for the KV heads, an
     additive causal mask built per call."""
 
-    def __init__(self, layer, weights, device="cpu"):
+    def __init__(self, layer, weights, device="cpu", stored=False):
+        """weights: f32 arrays. stored: keep the matrices in the layer's weight type
+        (bf16) and widen them to f32 in every product, as exported to ONNX for ORT; by
+        default they are f32 tensors (of the same rounded values), PyTorch CPU's fastest
+        form for f32 activations."""
         import torch
         self.torch, self.layer = torch, layer
         self.w = {n: torch.from_numpy(np.ascontiguousarray(w.T if w.ndim == 2 else w)).to(device)
                   for n, w in weights.items()}
+        if stored and layer.dtype == "bf16":
+            self.w.update({n: self.w[n].to(torch.bfloat16) for n in MATRICES})
+
+    def linear(self, x, name):
+        w = self.w[name]
+        return self.torch.nn.functional.linear(x, w if w.dtype == x.dtype else w.float())
 
     def rmsnorm(self, x, gain):
         var = x.pow(2).mean(-1, keepdim=True)
@@ -677,9 +727,9 @@ class TorchLayer:
         t = x.shape[0]
         g = L.heads // L.kv_heads
         hn = self.rmsnorm(x, w["g1"])
-        q = F.linear(hn, w["wq"]).view(t, L.heads, L.head_dim).transpose(0, 1)
-        k = F.linear(hn, w["wk"]).view(t, L.kv_heads, L.head_dim).transpose(0, 1)
-        v = F.linear(hn, w["wv"]).view(t, L.kv_heads, L.head_dim).transpose(0, 1)
+        q = self.linear(hn, "wq").view(t, L.heads, L.head_dim).transpose(0, 1)
+        k = self.linear(hn, "wk").view(t, L.kv_heads, L.head_dim).transpose(0, 1)
+        v = self.linear(hn, "wv").view(t, L.kv_heads, L.head_dim).transpose(0, 1)
 
         def rot(z):
             half = z.shape[-1] // 2
@@ -705,9 +755,9 @@ class TorchLayer:
             scores = scores + mask
         p = torch.softmax(scores, dim=-1)
         att = torch.matmul(p, values).transpose(0, 1).reshape(t, L.hidden)
-        x2 = x + F.linear(att, w["wo"])
+        x2 = x + self.linear(att, "wo")
         mn = self.rmsnorm(x2, w["g2"])
-        y = x2 + F.linear(F.silu(F.linear(mn, w["wg"])) * F.linear(mn, w["wu"]), w["wd"])
+        y = x2 + self.linear(F.silu(self.linear(mn, "wg")) * self.linear(mn, "wu"), "wd")
         return y, new_k, new_v
 
 
@@ -721,58 +771,101 @@ def ort_available():
             and os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")))
 
 
-def ort_decoder_ms(ref, names, tensors, tmp, i):
-    """The PyTorch layer exported to ONNX (its weights as initializers) and timed on ONNX
-    Runtime's CPU provider with the same threads: (median ms, None) or (None, reason)."""
+def ort_decoder_ms(layer, exported, names, tensors, want, tmp, tag):
+    """The PyTorch layer `exported` (TorchLayer with stored=True) exported to ONNX, its
+    weights as initializers in their stored type, timed on ONNX Runtime's CPU provider with
+    the same threads, its outputs checked against `want`: (median ms, None) or (None, reason).
+    bf16 weights are the module's buffers, so that the tracer keeps them as bf16 initializers
+    and records their widening as a Cast (a captured tensor's .float() would be traced as an
+    f32 constant), and the exporter's constant folding is off, so that it does not fold the
+    Cast; ORT may fold it when it creates the session."""
     import torch
 
     class Wrapped(torch.nn.Module):
-        def forward(self, *xs):
-            return ref(*xs)
+        def __init__(self):
+            super().__init__()
+            for n, w in exported.w.items():
+                if w.dtype != torch.float32:
+                    self.register_buffer(n, w)  # the same tensor `exported` reads
 
-    path = os.path.join(tmp, f"decoder{i}.onnx")
+        def forward(self, *xs):
+            return exported(*xs)
+
+    path = os.path.join(tmp, f"{tag}.onnx")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python branches over shapes
         torch.onnx.export(Wrapped(), tuple(tensors), path, opset_version=14, input_names=names,
-                          output_names=["y", "k", "v"])
+                          output_names=["y", "k", "v"],
+                          do_constant_folding=layer.dtype == "f32")
     spec = []
     for n, t in zip(names, tensors):
-        raw = os.path.join(tmp, f"dec{i}_{n}.raw")
+        raw = os.path.join(tmp, f"{tag}_{n}.raw")
         a = t.cpu().numpy()
         a.tofile(raw)
         spec.append({"name": n, "raw": raw, "dims": list(a.shape),
                      "dtype": "int64" if a.dtype == np.int64 else "float32"})
-    spec_path = os.path.join(tmp, f"dec{i}_inputs.json")
+    spec_path = os.path.join(tmp, f"{tag}_inputs.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
+    out_prefix = os.path.join(tmp, f"{tag}_ort_")
     cmd = ["node", os.path.join(HERE, "ort_bench.js"), path, spec_path, str(ARGS.threads),
-           str(ARGS.warmup), str(ARGS.repetitions)]
+           str(ARGS.warmup), str(ARGS.repetitions), out_prefix]
     env = dict(os.environ, NODE_PATH=os.path.join(ORT_DIR, "node_modules"))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=ARGS.timeout)
     except subprocess.TimeoutExpired:
         return None, "timed out"
-    os.remove(path)
+    finally:
+        os.remove(path)
     if r.returncode != 0:
         return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+    if not ARGS.no_check:
+        for n, w in zip(("y", "k", "v"), want):
+            got = np.fromfile(out_prefix + n + ".raw", dtype=np.float32)
+            err = relative_error(got.reshape(w.shape) if got.size == w.size else got, w)
+            if not err <= TOLERANCE:
+                return None, f"output {n} differs from PyTorch, relative error {err:.3g} > {TOLERANCE:g}"
     return json.loads(r.stdout.strip().splitlines()[-1])["median_ms"], None
 
 
-def bench_decoder(report, tmp, quick):
-    layer = Layer(quick)
+def read_bandwidth_gbs(quick):
+    """Memory read bandwidth in GB/s: the best of 5 sums over a 1 GiB f32 array (64 MiB with
+    --quick), by numpy split over the threads and by PyTorch with the same threads (its
+    reduction reads faster than numpy's on the 2-core machine: 26.7 against 22.2 GB/s)."""
+    from concurrent.futures import ThreadPoolExecutor
+    import torch
+    a = np.ones((64 if quick else 1024) << 18, dtype=np.float32)
+    parts, t = np.array_split(a, ARGS.threads), torch.from_numpy(a)
+    best = math.inf
+    with ThreadPoolExecutor(ARGS.threads) as pool:
+        for fn in (lambda: list(pool.map(np.sum, parts)), t.sum):
+            for _ in range(5):
+                start = time.perf_counter()
+                fn()
+                best = min(best, time.perf_counter() - start)
+    return a.nbytes / best / 1e9
+
+
+def bench_layer(report, tmp, layer):
+    """Checks and times one layer's workloads; prints its table and returns
+    {(tokens, past): (kiln ms, PyTorch ms, ORT ms)} for the summary (not donated-cache rows)."""
     workloads = selected(decoder_workloads(layer))
     if not workloads:
-        return
+        return {}
     import torch
     torch.set_num_threads(ARGS.threads)
     rng = np.random.default_rng(1)
-    weights = decoder_weights(layer, rng)
-    save_safetensors(os.path.join(tmp, "decoder.safetensors"),
-                     {n: ("F32", w) for n, w in weights.items()})
+    weights, stored = decoder_weights(layer, rng)
+    save_safetensors(os.path.join(tmp, layer.file), stored)
+    del stored
     ref = TorchLayer(layer, weights, torch_device())
     use_ort = ort_available()
-    rows = []
+    exported = TorchLayer(layer, weights, stored=True) if use_ort else None
+    del weights
+    rows, summary = [], {}
     for i, (name, t, past, cache) in enumerate(workloads):
+        tag = f"{layer.kind}_{i}"
+        full = f"{name} ({layer.name})"
         x = rng.standard_normal((t, layer.hidden), dtype=np.float32)
         cos, sin = rotary_tables(layer, range(past, past + t))
         inputs = {"x": x, "cos": cos, "sin": sin}
@@ -788,9 +881,9 @@ def bench_decoder(report, tmp, quick):
             inputs["past_v"] = rng.standard_normal(shape, dtype=np.float32)
         files = []
         for n, v in inputs.items():
-            files.append(os.path.join(tmp, f"dec{i}_{n}.npy"))
+            files.append(os.path.join(tmp, f"{tag}_{n}.npy"))
             np.save(files[-1], v)
-        kir = os.path.join(tmp, f"decoder{i}.kir")
+        kir = os.path.join(tmp, f"{tag}.kir")
         with open(kir, "w") as f:
             f.write(decoder_kir(layer, t, past, cache))
         tin = [torch.from_numpy(v.copy()).to(torch_device()) for v in inputs.values()]
@@ -798,16 +891,25 @@ def bench_decoder(report, tmp, quick):
         with torch.no_grad():
             want = [r.cpu().numpy().copy() for r in call(*tin)]
             ref_ms = reference_median_ms(synced(lambda: call(*tin)))
-        folder = os.path.join(tmp, f"out_decoder{i}")
+        folder = os.path.join(tmp, f"out_{tag}")
         os.makedirs(folder, exist_ok=True)
-        kiln_ms = report.run(name, kir, files, want, folder)
+        kiln_ms = report.run(full, kir, files, want, folder)
         ort_ms = None
         if use_ort and not cache:  # ONNX has no in-place cache update to export
-            ort_ms, why = ort_decoder_ms(ref, list(inputs), tin, tmp, i)
+            ort_ms, why = ort_decoder_ms(layer, exported, list(inputs), tin, want, tmp, tag)
             if why:
-                report.fail(f"{name}: ONNX Runtime: {why}")
+                report.fail(f"{full}: ONNX Runtime: {why}")
         rows.append((name, kiln_ms, ref_ms, ort_ms) if use_ort else (name, kiln_ms, ref_ms))
-    report.table(f"Llama decoder layer ({layer.describe()}; f32)", rows, [
+        if not cache:
+            summary[(t, past)] = (kiln_ms, ref_ms, ort_ms)
+    if not ARGS.keep:
+        os.remove(os.path.join(tmp, layer.file))
+    weights_note = ("" if layer.dtype == "f32" else
+                    f" The seven weight matrices are stored in {layer.dtype} (the gains in f32); "
+                    "kiln casts them to f32 in the graph (its GEMMs widen them while packing); "
+                    "PyTorch multiplies by f32 copies of the same rounded values, made once "
+                    "before timing.")
+    report.table(f"Llama decoder layer ({layer.describe()})", rows, [
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
         f"Reference: the same layer in "
         f"{reference_name(torch) or f'PyTorch {torch.__version__} CPU, {ARGS.threads} threads'} "
@@ -815,11 +917,58 @@ def bench_decoder(report, tmp, quick):
         "K (after rotary) and V; a decode takes the past K/V as inputs. With the KV cache "
         "donated, a decode writes this step's K/V into caches of context + 1 positions in "
         "place (kiln: scatter_nd over donated arguments; PyTorch: index assignment) and "
-        "returns the caches.",
-        "ORT: the same PyTorch layer exported to ONNX (opset 14, weights as initializers) on ONNX "
-        f"Runtime's CPU provider (onnxruntime-node), {ARGS.threads} intra-op threads, graph "
-        "optimization all; not for the donated-cache rows (ONNX cannot write an input in place)."
+        "returns the caches." + weights_note,
+        "ORT: the same PyTorch layer exported to ONNX (opset 14, weights as initializers"
+        + ("" if layer.dtype == "f32" else f" in {layer.dtype}, each widened by a Cast, which "
+           "ORT may fold into an f32 initializer when it creates the session")
+        + f") on ONNX Runtime's CPU provider (onnxruntime-node), {ARGS.threads} intra-op threads, "
+        "graph optimization all, its outputs checked against PyTorch's as kiln's are; not for "
+        "the donated-cache rows (ONNX cannot write an input in place)."
         if use_ort else "No ORT column: install onnxruntime-node in bench/.ort."])
+    return summary
+
+
+def bench_decoder(report, tmp, quick):
+    chosen = [layer for layer in layers(quick) if selected(decoder_workloads(layer))]
+    if not chosen:
+        return
+    results = [(layer, bench_layer(report, tmp, layer)) for layer in chosen]
+    gbs = read_bandwidth_gbs(quick)
+    layer0 = chosen[0]
+    columns = [(t, 0) for t in layer0.prefill]
+    columns = [c for pair in zip(columns, [(1, c) for c in layer0.contexts]) for c in pair]
+    print("\n### Decoder layers, ms per call (kiln, PyTorch CPU, ONNX Runtime CPU)\n")
+    print("| workload | " + " | ".join(f"prefill{t}" if not p else f"decode{p}" for t, p in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+
+    def cell(ms):
+        return fmt_ms(ms) if isinstance(ms, float) else "-"
+
+    notes = []
+    for layer, summary in results:
+        got = [summary.get(c, (None, None, None)) for c in columns]
+        for j, engine in enumerate(("kiln", "PyTorch", "ORT")):
+            print(f"| {layer.name} {engine} | " + " | ".join(cell(g[j]) for g in got) + " |")
+        best = []
+        for k_ms, r_ms, o_ms in got:
+            refs = [ms for ms in (r_ms, o_ms) if isinstance(ms, float)]
+            best.append(f"{k_ms / min(refs):.2f}" if isinstance(k_ms, float) and refs else "-")
+        print(f"| {layer.name} kiln / fastest reference | " + " | ".join(best) + " |")
+        roof = layer.weight_bytes() / (gbs * 1e9) * 1e3
+        print(f"| {layer.name} weight roofline | "
+              + " | ".join(cell(roof) if p else "-" for _, p in columns) + " |")
+        decode = summary.get(columns[-1], (None,))[0]
+        notes.append(f"{layer.name}: weights {layer.weight_bytes() / 1e6:.1f} MB, roofline "
+                     f"{fmt_ms(roof)} ms" + (f"; kiln's decode at context {columns[-1][1]} is "
+                                              f"{decode / roof:.2f}x the roofline"
+                                              if isinstance(decode, float) else ""))
+    print()
+    print("prefillT: T tokens, causal; decodeC: one token at context C (past K/V as inputs). "
+          "kiln / fastest reference below 1: kiln is ahead of both. Weight roofline: weight bytes "
+          f"/ measured read bandwidth, {gbs:.1f} GB/s (the fastest of 5 numpy and 5 PyTorch sums "
+          f"over a {64 if quick else 1024} MiB f32 array, {ARGS.threads} threads).")
+    print("; ".join(notes) + ".")
+    sys.stdout.flush()
 
 
 def cpu_name():
@@ -852,7 +1001,8 @@ def main():
         sys.exit(f"run.py: error: no kiln binary at {ARGS.kiln} (build it, or pass --kiln=PATH)")
     groups = [g for g in ("gemm", "decoder", "elementwise") if ARGS.only in (None, g)]
     chosen = (selected(gemm_workloads(ARGS.quick, ARGS.gpu)) if "gemm" in groups else []) + \
-        (selected(decoder_workloads(Layer(ARGS.quick))) if "decoder" in groups else []) + \
+        ([w for layer in layers(ARGS.quick) for w in selected(decoder_workloads(layer))]
+         if "decoder" in groups else []) + \
         (selected(elementwise_workloads(ARGS.quick)) if "elementwise" in groups else [])
     if not chosen:
         sys.exit(f"run.py: error: no workload matches --match={ARGS.match!r}")
