@@ -159,7 +159,10 @@ Status KernelEmitter::declareBuffers() {
     buf.count = uint64_t(*n);
     bool priv = t.space() == MemSpace::Private;
     buf.sc = priv ? spv::StorageClass::Function : spv::StorageClass::Workgroup;
-    Id arr = b_.typeArray(buf.elemType, uint32_t(*n));
+    buf.vec4 = !priv && t.elem() == ElemType::F32 && t.rank() > 0 &&
+               t.dim(t.rank() - 1).value() % 4 == 0;
+    Id arr = buf.vec4 ? b_.typeArray(b_.typeVector(buf.elemType, 4), uint32_t(*n / 4))
+                      : b_.typeArray(buf.elemType, uint32_t(*n));
     Id ptr = b_.typePointer(buf.sc, arr);
     if (priv) {
       buf.var = b_.newId();
@@ -299,9 +302,11 @@ void KernelEmitter::zeroSharedMemory() {
   int64_t threads = workgroup_[0] * workgroup_[1] * workgroup_[2];
   for (const Op* op : shared_) {
     const Buf& buf = bufs_.at(op->result(0));
-    Id zero = b_.constNull(buf.elemType);
-    Id ptrType = b_.typePointer(spv::StorageClass::Workgroup, buf.elemType);
-    (void)loop(localLinear_, indexConst(int64_t(buf.count)), indexConst(threads), true, {},
+    Id slot = buf.vec4 ? b_.typeVector(buf.elemType, 4) : buf.elemType;
+    Id zero = b_.constNull(slot);
+    Id ptrType = b_.typePointer(spv::StorageClass::Workgroup, slot);
+    (void)loop(localLinear_, indexConst(int64_t(buf.vec4 ? buf.count / 4 : buf.count)),
+               indexConst(threads), true, {},
                [&](Id i, const std::vector<Id>&) -> Result<std::vector<Id>> {
                  Id p = b_.codeResult(SOp::OpAccessChain, ptrType, {buf.var, i});
                  b_.code(SOp::OpStore, {p, zero});
@@ -522,9 +527,23 @@ Status KernelEmitter::emitAccess(const Op& op) {
     cond = mask;
   Id ptrType = b_.typePointer(buf.sc, buf.elemType);
   bool sb = buf.sc == spv::StorageClass::StorageBuffer;
+  Id four = indexConst(4);
   auto element = [&](Id off) {
+    if (buf.vec4)
+      return b_.codeResult(SOp::OpAccessChain, ptrType,
+                           {buf.var, op2(SOp::OpUDiv, idx_, off, four),
+                            op2(SOp::OpUMod, idx_, off, four)});
     return sb ? b_.codeResult(SOp::OpAccessChain, ptrType, {buf.var, b_.constInt(u32_, 0), off})
               : b_.codeResult(SOp::OpAccessChain, ptrType, {buf.var, off});
+  };
+  // One vec4 access when the buffer is an array of vec4 and the first lane's index along
+  // the last dim is a multiple of 4 (the rows are): the offset then is too.
+  bool whole = vector && lanes == 4 && buf.vec4 &&
+               bounds_.of(op.operand(first + count - 1)).divisor % 4 == 0;
+  Id vec4Type = whole ? b_.typeVector(buf.elemType, 4) : 0;
+  auto slot = [&](Id off) {
+    return b_.codeResult(SOp::OpAccessChain, b_.typePointer(buf.sc, vec4Type),
+                         {buf.var, op2(SOp::OpUDiv, idx_, off, four)});
   };
   auto loadAt = [&](Id off) {
     Id raw = b_.codeResult(SOp::OpLoad, buf.elemType, {element(off)});
@@ -539,6 +558,8 @@ Status KernelEmitter::emitAccess(const Op& op) {
       Id v = get(op.operand(op.kind() == OpKind::MaskedStore ? 1 : 0));
       if (!vector) {
         storeAt(off, v);
+      } else if (whole) {
+        b_.code(SOp::OpStore, {slot(off), v});
       } else {
         Id st = scalarType(buf.elem);
         for (int64_t l = 0; l < lanes; ++l)
@@ -548,6 +569,7 @@ Status KernelEmitter::emitAccess(const Op& op) {
       return std::vector<Id>{};
     }
     if (!vector) return std::vector<Id>{loadAt(off)};
+    if (whole) return std::vector<Id>{b_.codeResult(SOp::OpLoad, vec4Type, {slot(off)})};
     std::vector<Id> parts;
     for (int64_t l = 0; l < lanes; ++l)
       parts.push_back(loadAt(op2(SOp::OpIAdd, idx_, off, indexConst(l))));

@@ -29,6 +29,10 @@ struct Buf {
   std::vector<Id> extents;         // index-typed
   std::vector<int64_t> minExtents; // the smallest value each extent can take
   uint64_t count = 0;              // elements (shared and private buffers)
+  // A shared f32 buffer whose rows are multiples of 4 elements is an array of vec4 (`var`'s
+  // elements are vectors, an element access chains into one): aligned vector_load and
+  // vector_store of 4 lanes are then one vec4 access.
+  bool vec4 = false;
 };
 
 class KernelEmitter {

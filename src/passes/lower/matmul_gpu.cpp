@@ -249,21 +249,32 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
   KILN_CHECK(stage(false, Bs, TK, TN));
   kb.body().createUnchecked(OpKind::Barrier, {}, {}, {});
   // For each k of the tile: the thread's A and B values, then their outer product.
+  // A thread's grouped rows (columns) are read as vector_loads of kGroup lanes (vec4
+  // accesses on every backend), the others one element at a time.
   Value* kk = kb.beginFor(kb.cst(0), kb.cst(TK), kb.cst(1));
+  auto fill = [&](Value* tile, Value* regs, Value* t, int64_t share, int64_t threads,
+                  ElemType e) {
+    if (share % kGroup == 0) {
+      Value* g = kb.beginFor(kb.cst(0), kb.cst(share / kGroup), kb.cst(1));
+      Value* at = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, g, kb.cst(threads * kGroup)),
+                         kb.idx(OpKind::IMul, t, kb.cst(kGroup)));
+      Value* v = kb.mk(kb.body(), OpKind::VectorLoad, {tile, kk, at}, Type::vector(e, kGroup));
+      kb.body().createUnchecked(OpKind::VectorStore,
+                                {v, regs, kb.idx(OpKind::IMul, g, kb.cst(kGroup))}, {}, {});
+    } else {
+      Value* i = kb.beginFor(kb.cst(0), kb.cst(share), kb.cst(1));
+      Value* v = kb.mk(kb.body(), OpKind::Load, {tile, kk, spread(t, i, share, threads)},
+                       Type::scalar(e));
+      kb.body().createUnchecked(OpKind::Store, {v, regs, i}, {}, {});
+    }
+    kb.endFor();
+  };
+  fill(As, aReg, ty, RM, WY, sb[0].elem);
+  fill(Bs, bReg, tx, RN, WX, sb[1].elem);
   Value* i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
-  Value* a = kb.mk(kb.body(), OpKind::Load, {As, kk, spread(ty, i, RM, WY)},
-                   Type::scalar(sb[0].elem));
-  kb.body().createUnchecked(OpKind::Store, {a, aReg, i}, {}, {});
-  kb.endFor();
   Value* j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
-  Value* b = kb.mk(kb.body(), OpKind::Load, {Bs, kk, spread(tx, j, RN, WX)},
-                   Type::scalar(sb[1].elem));
-  kb.body().createUnchecked(OpKind::Store, {b, bReg, j}, {}, {});
-  kb.endFor();
-  i = kb.beginFor(kb.cst(0), kb.cst(RM), kb.cst(1));
-  j = kb.beginFor(kb.cst(0), kb.cst(RN), kb.cst(1));
-  a = kb.mk(kb.body(), OpKind::Load, {aReg, i}, Type::scalar(sb[0].elem));
-  b = kb.mk(kb.body(), OpKind::Load, {bReg, j}, Type::scalar(sb[1].elem));
+  Value* a = kb.mk(kb.body(), OpKind::Load, {aReg, i}, Type::scalar(sb[0].elem));
+  Value* b = kb.mk(kb.body(), OpKind::Load, {bReg, j}, Type::scalar(sb[1].elem));
   Value* p = kb.compute(OpKind::Mul, {kb.castTo(a, ae), kb.castTo(b, ae)}, ae);
   Value* old = kb.mk(kb.body(), OpKind::Load, {acc, i, j}, Type::scalar(ae));
   kb.body().createUnchecked(OpKind::Store, {kb.compute(OpKind::Add, {old, p}, ae), acc, i, j}, {},
