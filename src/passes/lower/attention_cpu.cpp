@@ -1,8 +1,9 @@
 // Strategy `attention`, cpu plan: the online-softmax kernel as two small GEMMs per key
-// tile, register-blocked and vectorized like matmul-cpu's micro-kernel. One query row per
-// step of the key loop (the gpu form) leaves a cpu with a serial 64-term dot product per
-// key and a value update strided across rows; here a tile's scores are a rows x keys
-// block of vector accumulators and its values are accumulated into rows x Dv vectors.
+// tile, register-blocked and vectorized like matmul-cpu's micro-kernel. The rows plan
+// (attention.cpp: rows in vector lanes, one key per step) leaves a cpu with a chain of D
+// dependent FMAs per key and a value update strided across the rows; here a tile's scores
+// are a rows x keys block of vector accumulators and its values are accumulated into
+// rows x Dv vectors.
 //
 // Matches:  attention's kernels on cpu targets (attentionPlans asks cpuAttentionPlans).
 // Plan:     CpuAttentionPlan{block, rows, keys}: tile [block, rows, keys], workgroup
@@ -17,10 +18,11 @@
 //           of the tile (causal: from the first such block): S = q . K^T with one vector
 //           FMA per (row, key vector, d); scale, mask, hidden keys (-inf: past the causal
 //           limit or the last key) and per row m' = max(m, max S), p = e^(S - m'),
-//           l = l e^(m - m') + sum p, in f32; then acc = acc e^(m - m') + p . V with one
-//           vector FMA per (row, value vector, key), Dv in chunks that fit the registers.
-//           Finally out = acc / l for the block's real rows. A hidden key weighs 0; a row
-//           that sees no key is NaN (0 / 0) like the reference.
+//           l[c] = l[c] e^(m - m') + p[c] (per key place), in f32; then acc = acc
+//           e^(m - m') + p . V with one vector FMA per (row, value vector, key), Dv in
+//           chunks that fit the registers. Keys that are not a multiple of `keys` end in
+//           one narrower tile. Finally out = acc / sum l for the block's real rows. A
+//           hidden key weighs 0; a row that sees no key is NaN (0 / 0) like the reference.
 //
 //   %o = attention %q, %k, %v : tensor<1x12x197x64xf32>   =>   for j0 in keys by 64:
 //     (tile [64, 4, 64])                                            kT = k[j0.., :]^T
@@ -110,10 +112,9 @@ Status emitStrategy(KernelBuilder& b, const CpuAttentionPlan& p) {
 
   // Private state: the block's q rows and output rows (rows past the block's real ones
   // stay 0 and are never stored), each row's running max, and its running sum split by
-  // the key's place in the tile (a vector update per tile, summed at the end); a key
-  // tile transposed,
-  // the register blocks of scores (then weights) and of output rows, each row's rescale
-  // factor, a value row.
+  // the key's place in the tile (a vector update per tile, summed at the end); a key tile
+  // transposed, the register blocks of scores (then weights) and of output rows, each
+  // row's rescale factor, a value row.
   Value* qb = priv({QB, D});
   Value* ob = priv({QB, Dv});
   Value* mb = priv({QB});
