@@ -84,6 +84,9 @@ bool exact(const KernelShape&, const GpuGemvPlan&, const SymbolTable&, const Tar
 bool exact(const KernelShape&, const AttentionPlan&, const SymbolTable&, const TargetDesc&) {
   return true; // its loops run over exact bounds; nothing is masked
 }
+bool exact(const KernelShape&, const CpuAttentionPlan&, const SymbolTable&, const TargetDesc&) {
+  return true; // the last tile's keys are clamped and hidden, its rows never stored
+}
 
 bool exact(const KernelShape& s, const PlanAttrs& a, const SymbolTable& syms, const TargetDesc& t) {
   Plan p;

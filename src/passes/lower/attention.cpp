@@ -6,11 +6,12 @@
 // Matches:  a kernel whose one result is an `attention` with a static head dim
 //           (Strategy::Attention, codegen.cpp).
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
-//           one (batch, head); cpu: one thread per workgroup, rows = 8 (the keys and values
-//           a block reads stay in L1 across its rows; fewer when there are fewer queries);
-//           gpu: 64 threads, one row each; with at most 4 query rows on a gpu with
-//           subgroups, AttentionPlan{1, threads, subgroup}: the split-key kernel of
-//           attention_split.cpp (one workgroup per row, its keys over the subgroups).
+//           one (batch, head); cpu: CpuAttentionPlan (key tiles, register blocks:
+//           attention_cpu.cpp), or with at most 4 queries (a decode step) one thread per
+//           workgroup with rows = the queries; gpu: 64 threads, one row each; with at
+//           most 4 query rows on a gpu with subgroups, AttentionPlan{1, threads,
+//           subgroup}: the split-key kernel of attention_split.cpp (one workgroup per row,
+//           its keys over the subgroups).
 // Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
 //           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s),
 //           l = l*e^(m-m') + e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then
@@ -44,11 +45,9 @@ bool matchAttention(const KernelRef& k, const TargetDesc&) {
 
 std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
                                  const SymbolTable& syms) {
-  // cpu: 8 rows, or fewer when the queries are fewer (a decode step has one: rows past
-  // the end would be computed for nothing).
+  if (t.cpu) return cpuAttentionPlans(s, t, syms);
   const Type& q = s.anchor->operand(0)->type();
   int64_t queries = upperBound(q.dim(q.rank() - 2), syms);
-  if (t.cpu) return {AttentionPlan{std::min<int64_t>(8, queries), 1}};
   int64_t threads = std::min<int64_t>({64, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
   AttentionPlan rows{1, threads};
   // Few queries (a decode step): one row per workgroup, its keys split over the
@@ -100,32 +99,25 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
   return std::nullopt;
 }
 
-Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
-  if (p.subgroup > 0) return emitSplitKeyAttention(b, p);
+AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads) {
   const Op& att = *b.shape().anchor;
-  const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
-  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
-  const Shape &qs = qv->type().shape(), &ks = kv->type().shape(), &vs = vv->type().shape();
+  const Shape &qs = att.operand(0)->type().shape(), &ks = att.operand(1)->type().shape();
   size_t r = qs.size();
-  int64_t D = qs[r - 1].value(), Dv = vs[r - 1].value();
-  const ElemType f = ElemType::F32;
-  double scale = att.attrs().getFloat("scale");
-  bool causal = att.attrs().getInt("causal") != 0;
-
+  AttentionRows a;
   // Prologue: extents, the grid (query blocks x batch-heads, folded under the grid cap).
   Shape bh(qs.begin(), qs.begin() + static_cast<long>(r - 2)); // B.. x Hq
   Value* heads = b.product(bh, 0, bh.size());
-  Value* Sq = b.dim(qs[r - 2]);
-  Value* Sk = b.dim(ks[r - 2]);
+  a.Sq = b.dim(qs[r - 2]);
+  a.Sk = b.dim(ks[r - 2]);
   Value* group = b.idx(OpKind::IFloorDiv, b.dim(qs[r - 3]), b.dim(ks[r - 3]), b.prologue());
-  Value* blocks = b.idx(OpKind::ICeilDiv, Sq, b.cst(p.rows * p.threads), b.prologue());
+  Value* blocks = b.idx(OpKind::ICeilDiv, a.Sq, b.cst(rows * threads), b.prologue());
   Value* total = b.idx(OpKind::IMul, blocks, heads, b.prologue());
   Value* gx =
       b.idx(OpKind::IMax, b.idx(OpKind::IMin, total, b.cst(gridCap(b.target())), b.prologue()),
             b.cst(1), b.prologue());
   b.setGrid(0, gx);
   b.setGrid(1, b.idx(OpKind::ICeilDiv, total, gx, b.prologue()));
-  Value* off = b.idx(OpKind::ISub, Sk, Sq, b.prologue()); // causal: query i sees j <= i + off
+  a.off = b.idx(OpKind::ISub, a.Sk, a.Sq, b.prologue());
 
   // This thread's rows [i0, iEnd) of batch-head `g / blocks` (empty past the end).
   Value* wx = b.mk(b.body(), OpKind::WorkgroupId, {}, Type::index(), b.axisAttr(0));
@@ -136,16 +128,37 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   g = b.mk(b.body(), OpKind::SSelect, {live, g, b.cst(0)}, Type::index());
   Value* head = b.idx(OpKind::IFloorDiv, g, blocks);
   Value* blk = b.idx(OpKind::IMod, g, blocks);
-  Value* i0 =
-      b.idx(OpKind::IMul, b.idx(OpKind::IAdd, b.idx(OpKind::IMul, blk, b.cst(p.threads)), lid),
-            b.cst(p.rows));
-  Value* iEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, i0, b.cst(p.rows)), Sq);
-  iEnd = b.mk(b.body(), OpKind::SSelect, {live, iEnd, i0}, Type::index());
-  iEnd = b.idx(OpKind::IMax, iEnd, i0);
-  std::vector<Value*> hix = b.delinearize(head, bh); // B.. indices, then the query head
-  Value* h = hix.back();
-  std::vector<Value*> kvIx(hix.begin(), hix.end() - 1);
-  kvIx.push_back(b.idx(OpKind::IFloorDiv, h, group));
+  a.i0 = b.idx(OpKind::IMul, b.idx(OpKind::IAdd, b.idx(OpKind::IMul, blk, b.cst(threads)), lid),
+               b.cst(rows));
+  Value* iEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, a.i0, b.cst(rows)), a.Sq);
+  iEnd = b.mk(b.body(), OpKind::SSelect, {live, iEnd, a.i0}, Type::index());
+  a.iEnd = b.idx(OpKind::IMax, iEnd, a.i0);
+  a.hix = b.delinearize(head, bh); // B.. indices, then the query head
+  a.kvIx.assign(a.hix.begin(), a.hix.end() - 1);
+  a.kvIx.push_back(b.idx(OpKind::IFloorDiv, a.hix.back(), group));
+  return a;
+}
+
+Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero) {
+  const ElemType f = ElemType::F32;
+  Value* e = b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {x, max}, f)}, f);
+  return b.compute(OpKind::Select, {b.compute(OpKind::Eq, {x, negInf}, ElemType::I1), zero, e}, f);
+}
+
+Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
+  if (p.subgroup > 0) return emitSplitKeyAttention(b, p);
+  const Op& att = *b.shape().anchor;
+  const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
+  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
+  const Shape &qs = qv->type().shape(), &vs = vv->type().shape();
+  size_t r = qs.size();
+  int64_t D = qs[r - 1].value(), Dv = vs[r - 1].value();
+  const ElemType f = ElemType::F32;
+  double scale = att.attrs().getFloat("scale");
+  bool causal = att.attrs().getInt("causal") != 0;
+  AttentionRows rows = attentionRows(b, p.rows, p.threads);
+  Value *Sq = rows.Sq, *Sk = rows.Sk, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
+  const std::vector<Value*>&hix = rows.hix, &kvIx = rows.kvIx;
 
   // Private state, rows innermost so that the per-row updates are vector operations on
   // cpu: q transposed [D, R], the output rows transposed [Dv, R], and per row the running
@@ -222,12 +235,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
       Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(r), off));
       s = b.compute(OpKind::Select, {hidden, negInf, s}, f);
     }
-    // e^(x - max), or 0 where x is -inf.
-    auto weight = [&](Value* x, Value* max) {
-      Value* e = b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {x, max}, f)}, f);
-      return b.compute(OpKind::Select, {b.compute(OpKind::Eq, {x, negInf}, ElemType::I1), zero, e},
-                       f);
-    };
+    auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
     Value* m = b.ld(mBuf, {r});
     Value* mNew = b.compute(OpKind::Max, {m, s}, f);
     Value* alpha = weight(m, mNew);

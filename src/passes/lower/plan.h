@@ -11,6 +11,7 @@
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
 //   AttentionPlan{1, 256, 32}         tile = [1, 32],             workgroup = [256, 1, 1]
+//   CpuAttentionPlan{64, 4, 64}       tile = [64, 4, 64],         workgroup = [1, 1, 1]
 //   GpuGemvPlan{1, 32, 8}             tile = [1, 8],              workgroup = [32, 8, 1]
 #pragma once
 
@@ -68,6 +69,12 @@ struct GpuReducePlan {
 struct AttentionPlan {
   int64_t rows = 1, threads = 64, subgroup = 0;
 };
+// cpu attention: each workgroup (one thread) owns `block` query rows of one (batch, head)
+// and streams the keys in tiles of `keys`; each tile's scores are a `rows` x `keys`
+// register block (vectors along the keys), its values are accumulated into `rows` x Dv.
+struct CpuAttentionPlan {
+  int64_t block = 64, rows = 4, keys = 64;
+};
 
 // gpu matmul with few rows (M <= rows, a decode step's projections): each workgroup
 // computes `cols` output columns for all rows; its threads are cols x slices, each slice
@@ -77,7 +84,7 @@ struct GpuGemvPlan {
 };
 
 using Plan = std::variant<PointwisePlan, RowsPlan, GpuMatmulPlan, CpuMatmulPlan, ScatterPlan,
-                          GpuReducePlan, AttentionPlan, GpuGemvPlan, CpuDotPlan>;
+                          GpuReducePlan, AttentionPlan, GpuGemvPlan, CpuDotPlan, CpuAttentionPlan>;
 
 // A plan as the dispatch records it.
 struct PlanAttrs {

@@ -182,6 +182,28 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p);
 std::vector<SharedBuffer> attentionSharedBuffers(const KernelShape& s, const AttentionPlan& p);
 // attention_split.cpp: the split-key kernel (AttentionPlan with a subgroup).
 Status emitSplitKeyAttention(KernelBuilder& b, const AttentionPlan& p);
+// The query rows of an attention kernel's workgroups: `rows` per thread, `threads` per
+// workgroup, workgroups over query blocks x (batch x heads), folded under the grid cap.
+struct AttentionRows {
+  std::vector<Value*> hix;  // the batch indices, then the query head
+  std::vector<Value*> kvIx; // the batch indices, then the kv head
+  Value* Sq = nullptr;
+  Value* Sk = nullptr;
+  Value* off = nullptr; // Sk - Sq: with causal = 1, query i sees keys j <= i + off
+  Value* i0 = nullptr;  // this thread's rows [i0, iEnd) (empty past the grid's end)
+  Value* iEnd = nullptr;
+};
+AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads);
+// The online softmax's weight e^(x - max) in f32, or 0 where x is -inf (never
+// exp(-inf - -inf)); `negInf` and `zero` are the f32 constants.
+Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero);
+// attention_cpu.cpp: the cpu plan (query blocks, key tiles, register blocks), or the
+// rows plan (AttentionPlan{queries, 1}) for at most a register block's rows of queries.
+std::vector<Plan> cpuAttentionPlans(const KernelShape& s, const TargetDesc& t,
+                                    const SymbolTable& syms);
+std::optional<std::string> strategyProblem(const KernelShape& s, const CpuAttentionPlan& p,
+                                           const TargetDesc& t, bool checkSharedMemory);
+Status emitStrategy(KernelBuilder& b, const CpuAttentionPlan& p);
 
 // The grid's row of workgroups is at most this long; more groups take a second grid axis.
 int64_t gridCap(const TargetDesc& t);
