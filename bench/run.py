@@ -933,11 +933,14 @@ def bench_decoder(report, tmp, quick):
     if not chosen:
         return
     results = [(layer, bench_layer(report, tmp, layer)) for layer in chosen]
-    gbs = read_bandwidth_gbs(quick)
+    # The roofline's bandwidth is the host's: meaningless for a GPU device's kernels.
+    gbs = None if ARGS.gpu else read_bandwidth_gbs(quick)
     layer0 = chosen[0]
     columns = [(t, 0) for t in layer0.prefill]
     columns = [c for pair in zip(columns, [(1, c) for c in layer0.contexts]) for c in pair]
-    print("\n### Decoder layers, ms per call (kiln, PyTorch CPU, ONNX Runtime CPU)\n")
+    where = (f"kiln on {ARGS.device}, PyTorch on the GPU, ONNX Runtime CPU" if ARGS.gpu
+             else "kiln, PyTorch CPU, ONNX Runtime CPU")
+    print(f"\n### Decoder layers, ms per call ({where})\n")
     print("| workload | " + " | ".join(f"prefill{t}" if not p else f"decode{p}" for t, p in columns) + " |")
     print("|---|" + "---:|" * len(columns))
 
@@ -954,6 +957,8 @@ def bench_decoder(report, tmp, quick):
             refs = [ms for ms in (r_ms, o_ms) if isinstance(ms, float)]
             best.append(f"{k_ms / min(refs):.2f}" if isinstance(k_ms, float) and refs else "-")
         print(f"| {layer.name} kiln / fastest reference | " + " | ".join(best) + " |")
+        if gbs is None:
+            continue
         roof = layer.weight_bytes() / (gbs * 1e9) * 1e3
         print(f"| {layer.name} weight roofline | "
               + " | ".join(cell(roof) if p else "-" for _, p in columns) + " |")
@@ -964,10 +969,14 @@ def bench_decoder(report, tmp, quick):
                                               if isinstance(decode, float) else ""))
     print()
     print("prefillT: T tokens, causal; decodeC: one token at context C (past K/V as inputs). "
-          "kiln / fastest reference below 1: kiln is ahead of both. Weight roofline: weight bytes "
-          f"/ measured read bandwidth, {gbs:.1f} GB/s (the fastest of 5 numpy and 5 PyTorch sums "
-          f"over a {64 if quick else 1024} MiB f32 array, {ARGS.threads} threads).")
-    print("; ".join(notes) + ".")
+          "kiln / fastest reference below 1: kiln is ahead of both. "
+          + ("No weight roofline on a GPU device (the bandwidth this script can measure is the "
+             "host's)." if gbs is None else
+             "Weight roofline: weight bytes "
+             f"/ measured read bandwidth, {gbs:.1f} GB/s (the fastest of 5 numpy and 5 PyTorch sums "
+             f"over a {64 if quick else 1024} MiB f32 array, {ARGS.threads} threads)."))
+    if notes:
+        print("; ".join(notes) + ".")
     sys.stdout.flush()
 
 
