@@ -139,6 +139,15 @@ AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads) {
   return a;
 }
 
+Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal) {
+  Value* kEnd = rows.Sk;
+  if (causal)
+    kEnd = b.idx(OpKind::IMax,
+                 b.idx(OpKind::IMin, rows.Sk, b.idx(OpKind::IAdd, rows.iEnd, rows.off)), b.cst(0));
+  return b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", rows.i0, rows.iEnd), kEnd, b.cst(0)},
+              Type::index());
+}
+
 Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero) {
   const ElemType f = ElemType::F32;
   Value* e = b.compute(OpKind::Exp, {b.compute(OpKind::Sub, {x, max}, f)}, f);
@@ -157,7 +166,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   double scale = att.attrs().getFloat("scale");
   bool causal = att.attrs().getInt("causal") != 0;
   AttentionRows rows = attentionRows(b, p.rows, p.threads);
-  Value *Sq = rows.Sq, *Sk = rows.Sk, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
+  Value *Sq = rows.Sq, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
   const std::vector<Value*>&hix = rows.hix, &kvIx = rows.kvIx;
 
   // Private state, rows innermost so that the per-row updates are vector operations on
@@ -197,10 +206,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   }
 
   // The keys the block sees: all, or up to its last row's causal limit.
-  Value* kEnd = Sk;
-  if (causal)
-    kEnd = b.idx(OpKind::IMax, b.idx(OpKind::IMin, Sk, b.idx(OpKind::IAdd, iEnd, off)), b.cst(0));
-  kEnd = b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", i0, iEnd), kEnd, b.cst(0)}, Type::index());
+  Value* kEnd = attentionKeyEnd(b, rows, causal);
   Value* j = b.beginFor(b.cst(0), kEnd, b.cst(1));
   {
     // s_r = q_r . k_j for every row r: k_j's elements each scale the row vector.

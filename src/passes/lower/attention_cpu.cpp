@@ -149,10 +149,7 @@ Status emitStrategy(KernelBuilder& b, const CpuAttentionPlan& p) {
   }
 
   // The keys the block sees: all, or up to its last row's causal limit.
-  Value* kEnd = Sk;
-  if (causal)
-    kEnd = b.idx(OpKind::IMax, b.idx(OpKind::IMin, Sk, b.idx(OpKind::IAdd, iEnd, off)), b.cst(0));
-  kEnd = b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", i0, iEnd), kEnd, b.cst(0)}, Type::index());
+  Value* kEnd = attentionKeyEnd(b, rows, causal);
   // One key tile of T <= KT keys from j0 (the buffers' first T key places).
   auto keyTile = [&](Value* j0, int64_t T) -> Status {
     auto keyAt = [&](Value* c) { return b.idx(OpKind::IMin, b.idx(OpKind::IAdd, j0, c), lastKey); };

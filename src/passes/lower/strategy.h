@@ -194,6 +194,9 @@ struct AttentionRows {
   Value* iEnd = nullptr;
 };
 AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads);
+// The end of the keys that rows [i0, iEnd) see: all of them, or with `causal` up to the last
+// row's limit (iEnd + off); 0 for a thread past the grid's end.
+Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal);
 // The online softmax's weight e^(x - max) in f32, or 0 where x is -inf (never
 // exp(-inf - -inf)); `negInf` and `zero` are the f32 constants.
 Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero);
