@@ -17,8 +17,7 @@
 
 namespace kiln::hal {
 
-template <typename Memory>
-class Recycler {
+template <typename Memory> class Recycler {
 public:
   enum class Order { NewestFirst, OldestFirst };
   Recycler(uint64_t maxBytes, Order order) : maxBytes_(maxBytes), order_(order) {}
@@ -31,8 +30,10 @@ public:
     std::deque<Memory>& list = it->second;
     bool newest = order_ == Order::NewestFirst;
     Memory m = std::move(newest ? list.back() : list.front());
-    if (newest) list.pop_back();
-    else list.pop_front();
+    if (newest)
+      list.pop_back();
+    else
+      list.pop_front();
     if (it->second.empty()) bySize_.erase(it);
     bytes_ -= size;
     return m;
@@ -58,11 +59,6 @@ public:
     bySize_.clear();
     bytes_ = 0;
     return out;
-  }
-
-  uint64_t keptBytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return bytes_;
   }
 
 private:

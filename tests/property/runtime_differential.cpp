@@ -66,11 +66,27 @@ std::vector<bool> approximateResults(const Func& f) {
   walkOps(f.body(), [&](const Op& op) {
     bool a = false;
     switch (op.kind()) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Sigmoid:
-    case OpKind::Erf: case OpKind::Gelu: case OpKind::Silu: case OpKind::Sin: case OpKind::Cos:
-    case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan:
-    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh:
-    case OpKind::Atanh: case OpKind::Pow: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Erf:
+    case OpKind::Gelu:
+    case OpKind::Silu:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Pow:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
     case OpKind::Attention: a = true; break;
     default: break;
     }

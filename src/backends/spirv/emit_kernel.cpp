@@ -159,8 +159,8 @@ Status KernelEmitter::declareBuffers() {
     buf.count = uint64_t(*n);
     bool priv = t.space() == MemSpace::Private;
     buf.sc = priv ? spv::StorageClass::Function : spv::StorageClass::Workgroup;
-    buf.vec4 = !priv && t.elem() == ElemType::F32 && t.rank() > 0 &&
-               t.dim(t.rank() - 1).value() % 4 == 0;
+    buf.vec4 =
+        !priv && t.elem() == ElemType::F32 && t.rank() > 0 && t.dim(t.rank() - 1).value() % 4 == 0;
     Id arr = buf.vec4 ? b_.typeArray(b_.typeVector(buf.elemType, 4), uint32_t(*n / 4))
                       : b_.typeArray(buf.elemType, uint32_t(*n));
     Id ptr = b_.typePointer(buf.sc, arr);
@@ -254,9 +254,9 @@ Result<std::vector<Id>> KernelEmitter::loop(Id lo, Id hi, Id step, bool stepPosi
     carried.push_back(b_.codeResult(SOp::OpPhi, type, {init, pre, 0, cont}));
     patchAt.push_back(b_.codeSize() - 2);
   }
-  b_.code(SOp::OpLoopMerge, {merge, cont,
-                             uint32_t(unroll ? spv::LoopControlMask::Unroll
-                                             : spv::LoopControlMask::MaskNone)});
+  b_.code(SOp::OpLoopMerge,
+          {merge, cont,
+           uint32_t(unroll ? spv::LoopControlMask::Unroll : spv::LoopControlMask::MaskNone)});
   b_.code(SOp::OpBranch, {cond});
   label(cond);
   Id more = op2(SOp::OpSLessThan, bool_, iv, hi);
@@ -428,17 +428,18 @@ Status KernelEmitter::emitFor(const Op& op) {
                 rs.lo == rs.hi && rs.lo > 0 && (rh.lo - rl.lo) / rs.lo <= kUnrollTrips;
   walkOps(body, [&](const kiln::Op& o) { unroll = unroll && o.kind() != OpKind::Barrier; });
   KILN_TRY(std::vector<Id> results,
-           loop(lo, hi, step, rs.known() && rs.lo > 0, inits,
-                [&](Id iv, const std::vector<Id>& carried) -> Result<std::vector<Id>> {
-                  vals_[body.arg(0)] = iv;
-                  for (size_t i = 0; i < carried.size(); ++i) vals_[body.arg(i + 1)] = carried[i];
-                  KILN_CHECK(emitBlock(body));
-                  std::vector<Id> next;
-                  if (const kiln::Op* y = body.terminator())
-                    for (const Value* v : y->operands()) next.push_back(get(v));
-                  return next;
-                },
-                unroll));
+           loop(
+               lo, hi, step, rs.known() && rs.lo > 0, inits,
+               [&](Id iv, const std::vector<Id>& carried) -> Result<std::vector<Id>> {
+                 vals_[body.arg(0)] = iv;
+                 for (size_t i = 0; i < carried.size(); ++i) vals_[body.arg(i + 1)] = carried[i];
+                 KILN_CHECK(emitBlock(body));
+                 std::vector<Id> next;
+                 if (const kiln::Op* y = body.terminator())
+                   for (const Value* v : y->operands()) next.push_back(get(v));
+                 return next;
+               },
+               unroll));
   for (size_t i = 0; i < results.size(); ++i) vals_[op.result(i)] = results[i];
   return ok();
 }
@@ -530,9 +531,9 @@ Status KernelEmitter::emitAccess(const Op& op) {
   Id four = indexConst(4);
   auto element = [&](Id off) {
     if (buf.vec4)
-      return b_.codeResult(SOp::OpAccessChain, ptrType,
-                           {buf.var, op2(SOp::OpUDiv, idx_, off, four),
-                            op2(SOp::OpUMod, idx_, off, four)});
+      return b_.codeResult(
+          SOp::OpAccessChain, ptrType,
+          {buf.var, op2(SOp::OpUDiv, idx_, off, four), op2(SOp::OpUMod, idx_, off, four)});
     return sb ? b_.codeResult(SOp::OpAccessChain, ptrType, {buf.var, b_.constInt(u32_, 0), off})
               : b_.codeResult(SOp::OpAccessChain, ptrType, {buf.var, off});
   };

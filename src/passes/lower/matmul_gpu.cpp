@@ -21,7 +21,8 @@
 //
 //   %0 = matmul %a, %b : tensor<{m}x256xf32>   =>   alloc shared 16x64 (A^T), 16x64 (B)
 //   %1 = relu %0                                     for k0: stage; barrier;
-//                                                      for k: a[i] = A^T[k][row i], b[j] = B[k][col j]
+//                                                      for k: a[i] = A^T[k][row i]
+//                                                             b[j] = B[k][col j]
 //                                                             acc[i][j] += a[i] * b[j]
 //                                                      barrier
 //                                                    relu(acc) -> masked_store
@@ -173,7 +174,8 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
   // The tile row (column) of a thread's i-th accumulator row (column): groups of kGroup
   // adjacent ones when its share is a multiple of kGroup, else strided by the workgroup.
   auto spread = [&](Value* t, Value* i, int64_t share, int64_t threads) {
-    if (share % kGroup != 0) return kb.idx(OpKind::IAdd, t, kb.idx(OpKind::IMul, i, kb.cst(threads)));
+    if (share % kGroup != 0)
+      return kb.idx(OpKind::IAdd, t, kb.idx(OpKind::IMul, i, kb.cst(threads)));
     Value* group = kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, i, kb.cst(kGroup)),
                           kb.cst(threads * kGroup));
     Value* lane = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, t, kb.cst(kGroup)),
@@ -206,11 +208,11 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
       Value* g = isA ? slow : fast;
       cc = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, g, kb.cst(kGroup)), c);
     } else {
-      Value* e = n % T == 0 ? kb.idx(OpKind::IAdd, tid,
-                                     kb.idx(OpKind::IMul,
-                                            kb.beginFor(kb.cst(0), kb.cst(n / T), kb.cst(1)),
-                                            kb.cst(T)))
-                            : kb.beginFor(tid, kb.cst(n), kb.cst(T));
+      Value* e = n % T == 0
+                     ? kb.idx(OpKind::IAdd, tid,
+                              kb.idx(OpKind::IMul, kb.beginFor(kb.cst(0), kb.cst(n / T), kb.cst(1)),
+                                     kb.cst(T)))
+                     : kb.beginFor(tid, kb.cst(n), kb.cst(T));
       rr = isA ? kb.idx(OpKind::IMod, e, kb.cst(rows)) : kb.idx(OpKind::IFloorDiv, e, kb.cst(cols));
       cc = isA ? kb.idx(OpKind::IFloorDiv, e, kb.cst(rows)) : kb.idx(OpKind::IMod, e, kb.cst(cols));
     }
@@ -252,8 +254,7 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
   // A thread's grouped rows (columns) are read as vector_loads of kGroup lanes (vec4
   // accesses on every backend), the others one element at a time.
   Value* kk = kb.beginFor(kb.cst(0), kb.cst(TK), kb.cst(1));
-  auto fill = [&](Value* tile, Value* regs, Value* t, int64_t share, int64_t threads,
-                  ElemType e) {
+  auto fill = [&](Value* tile, Value* regs, Value* t, int64_t share, int64_t threads, ElemType e) {
     if (share % kGroup == 0) {
       Value* g = kb.beginFor(kb.cst(0), kb.cst(share / kGroup), kb.cst(1));
       Value* at = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, g, kb.cst(threads * kGroup)),
@@ -263,8 +264,8 @@ Status emitStrategy(KernelBuilder& kb, const GpuMatmulPlan& plan) {
                                 {v, regs, kb.idx(OpKind::IMul, g, kb.cst(kGroup))}, {}, {});
     } else {
       Value* i = kb.beginFor(kb.cst(0), kb.cst(share), kb.cst(1));
-      Value* v = kb.mk(kb.body(), OpKind::Load, {tile, kk, spread(t, i, share, threads)},
-                       Type::scalar(e));
+      Value* v =
+          kb.mk(kb.body(), OpKind::Load, {tile, kk, spread(t, i, share, threads)}, Type::scalar(e));
       kb.body().createUnchecked(OpKind::Store, {v, regs, i}, {}, {});
     }
     kb.endFor();

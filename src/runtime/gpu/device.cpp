@@ -59,9 +59,7 @@ Result<std::unique_ptr<Buffer>> GpuDevice::allocate(uint64_t bytes) {
                             " bytes of memory");
   std::lock_guard<std::recursive_mutex> lock(queueMu_);
   KILN_CHECK(api_->bind());
-  // Whole granules, so that a freed buffer serves every later one of its size class; at
-  // least one, so that an empty tensor still has an address of its own.
-  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+  uint64_t rounded = granules(bytes);
   std::optional<uint64_t> kept = recycler_.take(rounded);
   Result<uint64_t> fresh = kept ? Result<uint64_t>(*kept) : api_->allocate(rounded);
   if (!fresh.ok()) {
@@ -83,8 +81,7 @@ Result<std::unique_ptr<Buffer>> GpuDevice::allocate(uint64_t bytes) {
 void GpuDevice::recycle(uint64_t address, uint64_t bytes) {
   // Called with the queue lock held: submit waits for its stream, so nothing still uses the
   // memory, and the next owner's work is queued behind whatever was.
-  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
-  if (std::optional<uint64_t> left = recycler_.keep(rounded, address))
+  if (std::optional<uint64_t> left = recycler_.keep(granules(bytes), address))
     if (api_->bind().ok()) api_->release(*left);
   released(bytes);
 }

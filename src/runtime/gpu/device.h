@@ -16,6 +16,7 @@
 // the stream has finished the commands before them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <mutex>
@@ -166,8 +167,13 @@ public:
   // A destroyed buffer's memory (queue lock held): kept for a later allocation of its size
   // class (runtime/recycler.h), up to half the device's memory, else released.
   void recycle(uint64_t address, uint64_t bytes);
-  // Allocations are whole granules (cuMemAlloc aligns to 256 bytes at least).
+  // Allocations are whole granules (cuMemAlloc aligns to 256 bytes at least), so that a freed
+  // buffer serves every later one of its size class; at least one, so that an empty tensor
+  // still has an address of its own.
   static constexpr uint64_t kGranule = 256;
+  static uint64_t granules(uint64_t bytes) {
+    return (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
+  }
 
 private:
   using Command = host::HostCommandBuffer::Command;

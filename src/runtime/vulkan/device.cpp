@@ -299,7 +299,8 @@ Result<std::unique_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
         (void)waitSerial(f.lastUse);
         destroy(f);
       }
-      if (!freed.empty()) raw = createRaw(allocated, memoryType_, hostVisible_ ? &b.mapped : nullptr);
+      if (!freed.empty())
+        raw = createRaw(allocated, memoryType_, hostVisible_ ? &b.mapped : nullptr);
     }
     KILN_TRY(auto made, std::move(raw));
     b.buffer = made.first;
