@@ -3,6 +3,7 @@
 #include "analysis/value_bounds.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 namespace kiln {
@@ -88,8 +89,16 @@ ValueBounds::ValueBounds(const Func& f, const SymbolTable& syms, int64_t maxGrid
       subgroup = op->attrs().getInt("subgroup", 1);
     }
   auto r = [&](const Value* v) { return of(v); };
+  // The grid a kernel launches with is its kernel_config's operands (kernelGrid), computed
+  // before the ids are read: workgroup ids lie below them.
+  std::array<int64_t, 3> gridHi = {INT64_MAX, INT64_MAX, INT64_MAX};
   walkOps(f, [&](const Op& o) {
     const Op* op = &o;
+    if (op->kind() == OpKind::KernelConfig) {
+      for (size_t a = 0; a < 3 && a < op->numOperands(); ++a)
+        if (Range g = r(op->operand(a)); g.known()) gridHi[a] = g.hi;
+      return;
+    }
     if (op->kind() == OpKind::For) {
       // The counter; carried values and results stay unknown.
       Range lo = r(op->operand(0)), hi = r(op->operand(1)), st = r(op->operand(2));
@@ -111,12 +120,13 @@ ValueBounds::ValueBounds(const Func& f, const SymbolTable& syms, int64_t maxGrid
       if (const SymbolInfo* s = syms.lookup(op->attrs().getStr("name")))
         out = make(s->lo, s->hi, s->divisor);
       break;
-    case OpKind::WorkgroupId:
-      if (maxGrid > 0)
-        out = make(0, maxGrid - 1, 1);
-      else
-        out = make(0, INT32_MAX, 1);
+    case OpKind::WorkgroupId: {
+      auto a = static_cast<size_t>(op->attrs().getInt("axis"));
+      int64_t n = maxGrid > 0 ? maxGrid : int64_t(INT32_MAX) + 1;
+      if (a < gridHi.size()) n = std::min(n, gridHi[a]);
+      out = make(0, std::max<int64_t>(n, 1) - 1, 1);
       break;
+    }
     case OpKind::LocalId: {
       auto a = static_cast<size_t>(op->attrs().getInt("axis"));
       out = make(0, (a < wg.size() ? wg[a] : 1) - 1, 1);

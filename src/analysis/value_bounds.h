@@ -34,7 +34,8 @@ bool dimDivisibleBy(const Dim& d, int64_t tile, const SymbolTable& syms);
 // Bounds of the index values of one function (a kernel, or the `dim` ops of a tensor one).
 class ValueBounds {
 public:
-  // `grid` limits workgroup ids when known (0: unknown).
+  // Workgroup ids lie below the kernel_config's grid where its bounds are known, and below
+  // `maxGrid` (the target's largest workgroup count) when it is given (0: unknown).
   ValueBounds(const Func& f, const SymbolTable& syms, int64_t maxGrid = 0);
   Range of(const Value* v) const;
   // True when the i1 value `cond` (an icmp) holds for every thread.

@@ -146,6 +146,33 @@ func @k(%b: buffer<{n}xf32>) -> () {
   CHECK_FALSE(dimDivisibleBy(Dim::unknown(), 1, m->symbols()));
 }
 
+TEST_CASE("value bounds: workgroup ids lie below the kernel_config's grid") {
+  // The launch's grid is the kernel_config's operands (kernelGrid), so a target that allows
+  // 2^31 - 1 workgroups does not make a small kernel's ids (and its indices) 64-bit.
+  auto m = parse(R"(symbol n in [1, 1000]
+func @k(%b: buffer<{n}xf32>) -> () {
+  %c1 = iconst {value = 1} : index
+  %c256 = iconst {value = 256} : index
+  %n = symbol {name = "n"} : index
+  %g = iceildiv %n, %c256 : index
+  kernel_config %g, %c1, %n {workgroup = [256, 1, 1]}
+  %x = workgroup_id {axis = 0} : index
+  %y = workgroup_id {axis = 1} : index
+  %z = workgroup_id {axis = 2} : index
+  return
+}
+)");
+  const Func& k = *m->lookupFunc("k");
+  auto id = [&](size_t opIndex) { return k.opsSnapshot()[opIndex]->result(0); };
+  ValueBounds vb(k, m->symbols(), INT32_MAX);
+  CHECK(vb.of(id(5)) == Range{0, 3, 1}); // below n ceildiv 256 <= 4
+  CHECK(vb.of(id(6)).lo == 0);           // one workgroup along y
+  CHECK(vb.of(id(6)).hi == 0);
+  CHECK(vb.of(id(7)) == Range{0, 999, 1}); // below n <= 1000
+  ValueBounds small(k, m->symbols(), 100); // the target's limit, where it is lower
+  CHECK(small.of(id(7)) == Range{0, 99, 1});
+}
+
 TEST_CASE("the footprint function is 64-bit and saturates") {
   CHECK(sharedFootprint({{ElemType::F16, {128, 32}}, {ElemType::F16, {32, 128}}}) == 16384);
   // 286,720 bytes: the attention kernel that broke a Llama build elsewhere.

@@ -140,18 +140,15 @@ private:
     return b_.CreateTrunc(fn_->getArg(extentBase_ + unsigned(flat)), indexTy(), "extent");
   }
 
-  // Whether 32-bit index arithmetic is exact in this kernel: value bounds (with workgroup ids
+  // Whether 32-bit index arithmetic is exact in this kernel: value bounds (workgroup ids
   // below the grid the kernel_config's operands give) put every index value, and every
   // buffer's element count (the largest linear offset), within int32.
   bool indicesFitInt32() {
     constexpr int64_t kMax = INT32_MAX;
-    int64_t grid = 0;
     for (size_t i = 0; i < 3 && i < config_->numOperands(); ++i) {
       Range r = bounds_.of(config_->operand(i));
       if (!r.known() || r.hi > kMax) return false;
-      grid = std::max(grid, r.hi);
     }
-    bounds_ = ValueBounds(k_, syms_, grid);
     for (size_t i = 0; i < k_.numArgs(); ++i) {
       const Type& t = k_.arg(i)->type();
       int64_t elems = 1;

@@ -21,8 +21,6 @@ constexpr uint32_t kBarrierSemantics = 0x8 | 0x100;
 // Loops of at most this many static trips are marked for complete unrolling (emitFor).
 constexpr int64_t kUnrollTrips = 8;
 
-bool fitsI32(const Range& r) { return r.known() && r.lo >= INT32_MIN && r.hi <= INT32_MAX; }
-
 } // namespace
 
 KernelEmitter::KernelEmitter(const Func& k, const SymbolTable& syms, const SpirvTarget& target)

@@ -192,40 +192,68 @@ Status KernelEmitter::indexArith(const Op& op) {
   // ifloordiv / iceildiv / imod: unsigned forms where value bounds prove both sides
   // non-negative, floor forms otherwise; a zero divisor (a run-time error on the
   // interpreter) gives a defined value instead of undefined behaviour.
+  //
+  // A 64-bit division whose operands' bounds fit in 32 bits divides in 32 bits, and an
+  // unsigned one that may not fit does so whenever both operands fit at run time: it is
+  // faster, and NVIDIA's Vulkan driver computes 64-bit OpUDiv/OpUMod wrongly (with 64-bit
+  // indices forced, maxpool and averagepool with pads, constant pad and tile came out wrong
+  // on an H200 with driver 580; docs/vulkan.md).
   Range ra = bounds_.of(op.operand(0)), rd = bounds_.of(op.operand(1));
-  Id zero = indexConst(0), one = indexConst(1);
-  if (!(rd.lo > 0)) d = select(idx_, op2(SOp::OpIEqual, bool_, d, zero), one, d);
-  if (ra.lo >= 0 && rd.lo > 0) {
-    Id q = op2(SOp::OpUDiv, idx_, a, d);
-    if (op.kind() == OpKind::IFloorDiv)
-      vals_[res] = q;
-    else if (op.kind() == OpKind::IMod)
-      vals_[res] = op2(SOp::OpUMod, idx_, a, d);
-    else
-      vals_[res] =
-          op2(SOp::OpIAdd, idx_, q,
-              boolToInt(op2(SOp::OpINotEqual, bool_, op2(SOp::OpUMod, idx_, a, d), zero), idx_));
+  bool unsignedForm = ra.lo >= 0 && rd.lo > 0;
+  if (!(rd.lo > 0)) d = select(idx_, op2(SOp::OpIEqual, bool_, d, indexConst(0)), indexConst(1), d);
+  if (idxBits_ == 32) {
+    vals_[res] = divMod(op.kind(), a, d, idx_, unsignedForm);
     return ok();
   }
-  Id m1 = op2(SOp::OpIEqual, bool_, d, indexConst(-1));
-  Id q = select(idx_, m1, op1(SOp::OpSNegate, idx_, a),
-                op2(SOp::OpSDiv, idx_, a, select(idx_, m1, one, d)));
-  Id rem = op2(SOp::OpISub, idx_, a, op2(SOp::OpIMul, idx_, q, d));
-  Id inexact = op2(SOp::OpINotEqual, bool_, rem, zero);
-  Id signsDiffer = op2(SOp::OpLogicalNotEqual, bool_, op2(SOp::OpSLessThan, bool_, rem, zero),
-                       op2(SOp::OpSLessThan, bool_, d, zero));
-  if (op.kind() == OpKind::IFloorDiv)
-    vals_[res] = op2(SOp::OpISub, idx_, q,
-                     boolToInt(op2(SOp::OpLogicalAnd, bool_, inexact, signsDiffer), idx_));
-  else if (op.kind() == OpKind::ICeilDiv)
-    vals_[res] = op2(SOp::OpIAdd, idx_, q,
-                     boolToInt(op2(SOp::OpLogicalAnd, bool_, inexact,
-                                   op1(SOp::OpLogicalNot, bool_, signsDiffer)),
-                               idx_));
-  else
-    vals_[res] = select(idx_, op2(SOp::OpLogicalAnd, bool_, inexact, signsDiffer),
-                        op2(SOp::OpIAdd, idx_, rem, d), rem);
+  auto narrow = [&](Id v) { return op1(SOp::OpUConvert, u32_, v); };
+  if (unsignedForm ? ra.hi <= UINT32_MAX && rd.hi <= UINT32_MAX : fitsI32(ra) && fitsI32(rd)) {
+    Id r = divMod(op.kind(), narrow(a), narrow(d), u32_, unsignedForm);
+    vals_[res] = unsignedForm ? op1(SOp::OpUConvert, idx_, r) : signExtend(r, 32, 64);
+    return ok();
+  }
+  if (!unsignedForm) {
+    vals_[res] = divMod(op.kind(), a, d, idx_, false);
+    return ok();
+  }
+  Id high = op2(SOp::OpShiftRightLogical, idx_, op2(SOp::OpBitwiseOr, idx_, a, d), indexConst(32));
+  Id small = op2(SOp::OpIEqual, bool_, high, indexConst(0));
+  Id d32 = select(u32_, small, narrow(d), b_.constInt(u32_, 1));
+  Id r32 = op1(SOp::OpUConvert, idx_, divMod(op.kind(), narrow(a), d32, u32_, true));
+  KILN_TRY(std::vector<Id> r, guarded(op1(SOp::OpLogicalNot, bool_, small), {{idx_, r32}},
+                                      [&]() -> Result<std::vector<Id>> {
+                                        return std::vector<Id>{divMod(op.kind(), a, d, idx_, true)};
+                                      }));
+  vals_[res] = r[0];
   return ok();
+}
+
+// a / d (floor or ceiling) or a mod d of integers of type `t`, d non-zero: unsigned
+// instructions when both are known non-negative, else floor semantics from OpSDiv.
+Id KernelEmitter::divMod(OpKind kind, Id a, Id d, Id t, bool unsignedForm) {
+  auto k = [&](int64_t v) { return b_.constInt(t, v); };
+  if (unsignedForm) {
+    if (kind == OpKind::IFloorDiv) return op2(SOp::OpUDiv, t, a, d);
+    Id m = op2(SOp::OpUMod, t, a, d);
+    if (kind == OpKind::IMod) return m;
+    return op2(SOp::OpIAdd, t, op2(SOp::OpUDiv, t, a, d),
+               boolToInt(op2(SOp::OpINotEqual, bool_, m, k(0)), t));
+  }
+  Id m1 = op2(SOp::OpIEqual, bool_, d, k(-1));
+  Id q = select(t, m1, op1(SOp::OpSNegate, t, a), op2(SOp::OpSDiv, t, a, select(t, m1, k(1), d)));
+  Id rem = op2(SOp::OpISub, t, a, op2(SOp::OpIMul, t, q, d));
+  Id inexact = op2(SOp::OpINotEqual, bool_, rem, k(0));
+  Id signsDiffer = op2(SOp::OpLogicalNotEqual, bool_, op2(SOp::OpSLessThan, bool_, rem, k(0)),
+                       op2(SOp::OpSLessThan, bool_, d, k(0)));
+  if (kind == OpKind::IFloorDiv)
+    return op2(SOp::OpISub, t, q,
+               boolToInt(op2(SOp::OpLogicalAnd, bool_, inexact, signsDiffer), t));
+  if (kind == OpKind::ICeilDiv)
+    return op2(
+        SOp::OpIAdd, t, q,
+        boolToInt(
+            op2(SOp::OpLogicalAnd, bool_, inexact, op1(SOp::OpLogicalNot, bool_, signsDiffer)), t));
+  return select(t, op2(SOp::OpLogicalAnd, bool_, inexact, signsDiffer), op2(SOp::OpIAdd, t, rem, d),
+                rem);
 }
 
 Result<Id> KernelEmitter::indexCast(const Op& op) {
@@ -397,6 +425,17 @@ Id KernelEmitter::erf(Id x, Id t) {
   return select(t, op2(SOp::OpFOrdLessThan, bool_, ax, c(0.5)), series, signedTail);
 }
 
+// x / y correctly rounded where the target has f64. Vulkan lets OpFDiv on 32-bit floats be
+// 2.5 ULP off, and NVIDIA's driver is (DynamicQuantizeLinear's 25.5 came out 25.499...,
+// then rounded to 25): a 32-bit quotient is computed in f64, whose error is far below half
+// an f32 ULP, and rounded once to f32. f64 operands divide as they are.
+Id KernelEmitter::divide(Id x, Id y, Id type) {
+  if (type != f32_ || !target_.desc.supports(ElemType::F64)) return op2(SOp::OpFDiv, type, x, y);
+  Id d = scalarType(ElemType::F64);
+  return op1(SOp::OpFConvert, f32_,
+             op2(SOp::OpFDiv, d, op1(SOp::OpFConvert, d, x), op1(SOp::OpFConvert, d, y)));
+}
+
 Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
                                        const std::vector<Id>& a) {
   Id t = scalarType(e);
@@ -448,7 +487,7 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
   case OpKind::Rsqrt:
     return exact(select(t, negative(x), c(std::nan("")),
                         op2(SOp::OpFDiv, t, c(1.0), glsl(GLSLstd450Sqrt, t, {x}))));
-  case OpKind::Reciprocal: return exact(op2(SOp::OpFDiv, t, c(1.0), x));
+  case OpKind::Reciprocal: return exact(divide(c(1.0), x, t));
   case OpKind::Tanh:
     return viaF32({x}, [&](const std::vector<Id>& v) { return tanhSafe(v[0], f32_); });
   case OpKind::Sigmoid:
@@ -518,7 +557,7 @@ Result<Id> KernelEmitter::floatCompute(const Op& op, OpKind fn, ElemType e,
   case OpKind::Add: return exact(op2(SOp::OpFAdd, t, x, y));
   case OpKind::Sub: return exact(op2(SOp::OpFSub, t, x, y));
   case OpKind::Mul: return exact(op2(SOp::OpFMul, t, x, y));
-  case OpKind::Div: return exact(op2(SOp::OpFDiv, t, x, y));
+  case OpKind::Div: return exact(divide(x, y, t));
   case OpKind::Pow:
     return viaF32({x, y}, [&](const std::vector<Id>& v) {
       // C pow: pow(x, 0) = 1 and pow(1, y) = 1 even for NaN; a negative base takes an

@@ -9,6 +9,7 @@
 // 16-bit integers, i1 as bytes); shared and private buffers hold the value form.
 #pragma once
 
+#include <climits>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -19,6 +20,8 @@
 #include "ir/core/ir.h"
 
 namespace kiln::spirv {
+
+inline bool fitsI32(const Range& r) { return r.known() && r.lo >= INT32_MIN && r.hi <= INT32_MAX; }
 
 // A buffer as the code sees it.
 struct Buf {
@@ -93,11 +96,13 @@ private:
   Id op2(spv::Op op, Id type, Id a, Id c) { return b_.codeResult(op, type, {a, c}); }
   Id select(Id type, Id c, Id a, Id d) { return b_.codeResult(spv::Op::OpSelect, type, {c, a, d}); }
   Id ipow(Id x, Id y, Id type, int64_t bits);
+  Id divide(Id x, Id y, Id type);
   Id erf(Id x, Id type);
   Id asinAcos(Id x, bool acos);
   Id tanhSafe(Id x, Id type);
   Id sigmoid(Id x, Id type);
   Status indexArith(const Op& op);
+  Id divMod(OpKind kind, Id a, Id d, Id t, bool unsignedForm);
   Result<Id> indexCast(const Op& op);
   Id symExprValue(const SymExpr& e);
 
