@@ -696,13 +696,16 @@ class TorchLayer:
     computes it: nn.Linear weights ([out, in], F.linear), repeat_kv for the KV heads, an
     additive causal mask built per call."""
 
-    def __init__(self, layer, weights, device="cpu", stored=False):
+    def __init__(self, layer, weights, device="cpu", stored=False, sdpa=False):
         """weights: f32 arrays. stored: keep the matrices in the layer's weight type
         (bf16) and widen them to f32 in every product, as exported to ONNX for ORT; by
         default they are f32 tensors (of the same rounded values), PyTorch CPU's fastest
-        form for f32 activations."""
+        form for f32 activations. sdpa: attention through
+        F.scaled_dot_product_attention (PyTorch 2.x: its fused kernels on a GPU, grouped KV
+        heads without repeat_kv) instead of the eager matmul/softmax/matmul."""
         import torch
         self.torch, self.layer = torch, layer
+        self.sdpa = sdpa and hasattr(torch.nn.functional, "scaled_dot_product_attention")
         self.w = {n: torch.from_numpy(np.ascontiguousarray(w.T if w.ndim == 2 else w)).to(device)
                   for n, w in weights.items()}
         if stored and layer.dtype == "bf16":
@@ -745,6 +748,8 @@ class TorchLayer:
             keys, values = torch.cat((past_k, k), dim=1), torch.cat((past_v, v), dim=1)
         s = keys.shape[1]
         new_k, new_v = (keys, values) if cache is not None else (k, v)
+        if self.sdpa:
+            return self.finish(x, self.sdpa_attention(q, keys, values, t, s, g, cache), t), new_k, new_v
         keys = keys.repeat_interleave(g, dim=0)
         values = values.repeat_interleave(g, dim=0)
         scores = torch.matmul(q, keys.transpose(1, 2)) / math.sqrt(L.head_dim)
@@ -754,11 +759,38 @@ class TorchLayer:
             mask = torch.full((t, s), float("-inf"), device=x.device).triu(s - t + 1)
             scores = scores + mask
         p = torch.softmax(scores, dim=-1)
-        att = torch.matmul(p, values).transpose(0, 1).reshape(t, L.hidden)
+        return self.finish(x, torch.matmul(p, values), t), new_k, new_v
+
+    def sdpa_attention(self, q, keys, values, t, s, g, cache):
+        """softmax(q k^T / sqrt(d) + causal mask) v by scaled_dot_product_attention: causal
+        for a prefill (t = s), no mask for a decode over all of its keys, positions up to
+        pos for the static cache."""
+        torch = self.torch
+        F = torch.nn.functional
+        mask, causal = None, False
+        if cache is not None:
+            mask = (torch.arange(s, device=q.device) <= cache[2]).view(1, 1, s)
+        elif t > 1:
+            if t == s:
+                causal = True
+            else:
+                mask = torch.ones((t, s), dtype=torch.bool, device=q.device).tril(s - t)
+        try:
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                  is_causal=causal, enable_gqa=True)
+        except TypeError:  # PyTorch before 2.5: no enable_gqa
+            return F.scaled_dot_product_attention(q, keys.repeat_interleave(g, dim=0),
+                                                  values.repeat_interleave(g, dim=0),
+                                                  attn_mask=mask, is_causal=causal)
+
+    def finish(self, x, att, t):
+        """The attention heads [heads, t, d] through the output projection, the residual
+        and the MLP block."""
+        F, w = self.torch.nn.functional, self.w
+        att = att.transpose(0, 1).reshape(t, self.layer.hidden)
         x2 = x + self.linear(att, "wo")
         mn = self.rmsnorm(x2, w["g2"])
-        y = x2 + self.linear(F.silu(self.linear(mn, "wg")) * self.linear(mn, "wu"), "wd")
-        return y, new_k, new_v
+        return x2 + self.linear(F.silu(self.linear(mn, "wg")) * self.linear(mn, "wu"), "wd")
 
 
 ORT_DIR = os.path.join(HERE, ".ort")
@@ -858,7 +890,7 @@ def bench_layer(report, tmp, layer):
     weights, stored = decoder_weights(layer, rng)
     save_safetensors(os.path.join(tmp, layer.file), stored)
     del stored
-    ref = TorchLayer(layer, weights, torch_device())
+    ref = TorchLayer(layer, weights, torch_device(), sdpa=ARGS.reference == "cuda")
     use_ort = ort_available()
     exported = TorchLayer(layer, weights, stored=True) if use_ort else None
     del weights
@@ -913,7 +945,8 @@ def bench_layer(report, tmp, layer):
         "ratio = kiln ms / reference ms (below 1: kiln is faster).",
         f"Reference: the same layer in "
         f"{reference_name(torch) or f'PyTorch {torch.__version__} CPU, {ARGS.threads} threads'} "
-        "(eager, F.linear, repeat_kv). Outputs: the layer's output and this step's "
+        + ("(F.linear, scaled_dot_product_attention with grouped KV heads)" if ref.sdpa else
+           "(eager, F.linear, repeat_kv)") + ". Outputs: the layer's output and this step's "
         "K (after rotary) and V; a decode takes the past K/V as inputs. With the KV cache "
         "donated, a decode writes this step's K/V into caches of context + 1 positions in "
         "place (kiln: scatter_nd over donated arguments; PyTorch: index assignment) and "

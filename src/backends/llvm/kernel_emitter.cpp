@@ -112,6 +112,7 @@ Status KernelEmitter::emitNode(const Node& n) {
   for (size_t k = 3; k < op.numOperands(); ++k) inits.push_back(get(op.operand(k)));
   const Block& body = *op.region(0);
   keepLoop_ = keepBarrierLoops_ && n.hasBarrier;
+  unrollLoop_ = op.attrs().getInt("unroll", 0) != 0;
   KILN_TRY(std::vector<llvm::Value*> results,
            loopCarrying(lo, hi, step, inits,
                         [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried)

@@ -141,6 +141,8 @@ protected:
   // a K loop over shared tiles, whose body is a whole tile's work).
   bool keepLoop_ = false;
   bool keepBarrierLoops_ = false;
+  // The next loop is unrolled completely when its trip count is static (for's unroll=1).
+  bool unrollLoop_ = false;
   bool index32_ = false; // see indexTy()
 };
 
@@ -160,8 +162,8 @@ template <typename F>
 Result<std::vector<llvm::Value*>>
 KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
                             const std::vector<llvm::Value*>& inits, F body) {
-  bool keep = keepLoop_;
-  keepLoop_ = false;
+  bool keep = keepLoop_, asked = unrollLoop_;
+  keepLoop_ = unrollLoop_ = false;
   bool loopAround = loopInside_;
   loopInside_ = false;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -192,9 +194,10 @@ KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
   auto* cl = llvm::dyn_cast<llvm::ConstantInt>(lo);
   auto* ch = llvm::dyn_cast<llvm::ConstantInt>(hi);
   auto* cs = llvm::dyn_cast<llvm::ConstantInt>(step);
-  bool full = !keep && (unrollAroundLoops_ || !loopInside_) && cl && ch && cs &&
-              cs->getSExtValue() > 0 &&
-              (ch->getSExtValue() - cl->getSExtValue()) / cs->getSExtValue() <= fullUnrollTrips_;
+  bool full = !keep && cl && ch && cs && cs->getSExtValue() > 0 &&
+              (asked || ((unrollAroundLoops_ || !loopInside_) &&
+                         (ch->getSExtValue() - cl->getSExtValue()) / cs->getSExtValue() <=
+                             fullUnrollTrips_));
   const char* hint = keep ? "llvm.loop.unroll.disable" : full ? "llvm.loop.unroll.full" : nullptr;
   loopInside_ = loopAround || !full;
   if (hint) {

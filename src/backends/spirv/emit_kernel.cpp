@@ -419,11 +419,13 @@ Status KernelEmitter::emitFor(const Op& op) {
     inits.push_back({valueType(op.operand(i)->type()), get(op.operand(i))});
   const Block& body = *op.region(0);
   // A short loop of static trip count without a barrier (a thread's register tile: its rows
-  // and columns, whose private arrays become registers only once unrolled) is marked for
-  // complete unrolling, as the LLVM GPU emitter does (kernel_emitter.h).
+  // and columns, whose private arrays become registers only once unrolled), or one the
+  // lowering asks for (unroll=1), is marked for complete unrolling, as the LLVM GPU emitter
+  // does (kernel_emitter.h).
   Range rl = bounds_.of(op.operand(0)), rh = bounds_.of(op.operand(1));
   bool unroll = rl.known() && rl.lo == rl.hi && rh.known() && rh.lo == rh.hi && rs.known() &&
-                rs.lo == rs.hi && rs.lo > 0 && (rh.lo - rl.lo) / rs.lo <= kUnrollTrips;
+                rs.lo == rs.hi && rs.lo > 0 &&
+                ((rh.lo - rl.lo) / rs.lo <= kUnrollTrips || op.attrs().getInt("unroll", 0) != 0);
   walkOps(body, [&](const kiln::Op& o) { unroll = unroll && o.kind() != OpKind::Barrier; });
   KILN_TRY(std::vector<Id> results,
            loop(

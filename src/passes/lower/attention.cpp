@@ -33,6 +33,10 @@ namespace {
 // At most this many query rows (its upper bound) take the split-key plan on gpus: each row
 // then reads every key and value itself, which only pays when the rows are few.
 constexpr int64_t kSplitKeyMaxQueries = 4;
+// On gpus a thread's query rows and output rows (f32) live in registers when they total at
+// most this many values: their loops over the head dims are then unrolled completely.
+// Larger heads stay private arrays in (cached) local memory.
+constexpr int64_t kRegisterRows = 128;
 
 } // namespace
 
@@ -179,6 +183,12 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     return b.mk(b.body(), OpKind::Alloc, {}, Type::buffer(f, s, MemSpace::Private));
   };
   int64_t R = p.rows;
+  bool inRegisters = !b.target().cpu && (D + Dv) * R <= kRegisterRows;
+  auto headLoop = [&](int64_t n) {
+    Value* i = b.beginFor(b.cst(0), b.cst(n), b.cst(1));
+    if (inRegisters) b.unrollLoop();
+    return i;
+  };
   Value* qT = priv({D, R});
   Value* accT = priv({Dv, R});
   Value* mBuf = priv({R});
@@ -195,7 +205,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(negInf, mBuf, {r});
     Value* il = loadRow(r);
-    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1));
+    Value* d = headLoop(D);
     std::vector<Value*> ix = hix;
     ix.push_back(il);
     ix.push_back(d);
@@ -213,7 +223,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(zero, sBuf, {r});
     b.endFor();
-    Value* d = b.beginFor(b.cst(0), b.cst(D), b.cst(1));
+    Value* d = headLoop(D);
     std::vector<Value*> kix = kvIx;
     kix.push_back(j);
     kix.push_back(d);
@@ -254,7 +264,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     b.endFor();
 
     // acc_r = acc_r * alpha_r + p_r * v_j
-    Value* e = b.beginFor(b.cst(0), b.cst(Dv), b.cst(1));
+    Value* e = headLoop(Dv);
     std::vector<Value*> vix = kvIx;
     vix.push_back(j);
     vix.push_back(e);
@@ -269,17 +279,20 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   }
   b.endFor();
 
-  // out = acc / l for the block's real rows.
+  // out = acc / l for the block's real rows: a static loop over the thread's rows, so that
+  // the private arrays' indices are constants once it is unrolled.
   ElemType oe = att.result()->type().elem();
-  Value* i = b.beginFor(i0, iEnd, b.cst(1));
-  Value* ri = b.idx(OpKind::ISub, i, i0);
-  Value* l = b.ld(lBuf, {ri});
-  Value* e = b.beginFor(b.cst(0), b.cst(Dv), b.cst(1));
-  std::vector<Value*> oix = hix;
-  oix.push_back(i);
-  oix.push_back(e);
-  Value* o = b.compute(OpKind::Div, {b.ld(accT, {e, ri}), l}, f);
-  b.st(b.castTo(o, oe), b.output(0), oix);
+  Value* ro = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+  Value* i = rowOf(ro);
+  Value* live = b.cmp("lt", i, iEnd);
+  Value* l = b.ld(lBuf, {ro});
+  Value* e = headLoop(Dv);
+  std::vector<Value*> st{live, b.castTo(b.compute(OpKind::Div, {b.ld(accT, {e, ro}), l}, f), oe),
+                         b.output(0)};
+  st.insert(st.end(), hix.begin(), hix.end());
+  st.push_back(i);
+  st.push_back(e);
+  b.body().createUnchecked(OpKind::MaskedStore, st, {}, {});
   b.endFor();
   b.endFor();
   return ok();

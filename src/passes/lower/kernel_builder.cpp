@@ -147,6 +147,7 @@ Value* KernelBuilder::beginFor(Value* lo, Value* hi, Value* step,
   body_->setInsertionBlock(region);
   return iv;
 }
+void KernelBuilder::unrollLoop() { loops_.back().loop->attrs().set("unroll", int64_t(1)); }
 std::vector<Value*> KernelBuilder::carried() const {
   const Block* region = loops_.back().loop->region(0);
   std::vector<Value*> out;

@@ -99,6 +99,9 @@ public:
   // Opens `for lo, hi, step` carrying `carried` (their initial values) and returns its index
   // counter; ops go into its body until the matching endFor.
   Value* beginFor(Value* lo, Value* hi, Value* step, const std::vector<Value*>& carried = {});
+  // Marks the innermost open loop for complete unrolling (for's unroll=1): its trip count is
+  // static and the private arrays it indexes should become registers.
+  void unrollLoop();
   // The innermost open loop's carried values, as its body sees them.
   std::vector<Value*> carried() const;
   // Closes the innermost open loop: the body yields `next` (one per carried value) and the
