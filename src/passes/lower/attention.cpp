@@ -37,6 +37,9 @@ constexpr int64_t kSplitKeyMaxQueries = 4;
 // most this many values: their loops over the head dims are then unrolled completely.
 // Larger heads stay private arrays in (cached) local memory.
 constexpr int64_t kRegisterRows = 128;
+// Keys per step of the gpu kernel whose rows are registers: their scores come first (a
+// private row of this many), then one rescale of the running sum and output rows.
+constexpr int64_t kKeyTile = 8;
 
 } // namespace
 
@@ -193,7 +196,6 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   Value* accT = priv({Dv, R});
   Value* mBuf = priv({R});
   Value* lBuf = priv({R});
-  Value* sBuf = priv({R});
   Value* aBuf = priv({R});
   Value* pBuf = priv({R});
   Value* negInf = b.scst(f, -INFINITY);
@@ -215,65 +217,92 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     b.endFor();
   }
 
-  // The keys the block sees: all, or up to its last row's causal limit.
+  // The keys the block sees: all, or up to its last row's causal limit, TK at a time: every
+  // key's score first, then one rescale of the running sum and output rows per tile.
+  int64_t TK = inRegisters ? kKeyTile : 1;
+  Value* sT = priv({TK, R});
   Value* kEnd = attentionKeyEnd(b, rows, causal);
-  Value* j = b.beginFor(b.cst(0), kEnd, b.cst(1));
+  Value* lastKey = b.idx(OpKind::ISub, kEnd, b.cst(1));
+  Value* j0 = b.beginFor(b.cst(0), kEnd, b.cst(TK));
   {
-    // s_r = q_r . k_j for every row r: k_j's elements each scale the row vector.
+    // s_r = q_r . k_j for every row r: k_j's elements each scale the row vector. Keys past
+    // kEnd in the last tile read the last key and score -inf.
+    Value* t = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
+    if (inRegisters) b.unrollLoop();
+    Value* j = b.idx(OpKind::IAdd, j0, t);
+    Value* jl = TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j;
     Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    b.st(zero, sBuf, {r});
+    b.st(zero, sT, {t, r});
     b.endFor();
     Value* d = headLoop(D);
     std::vector<Value*> kix = kvIx;
-    kix.push_back(j);
+    kix.push_back(jl);
     kix.push_back(d);
     KILN_TRY(Value * kx, b.emitAt(kv, kix));
     Value* kd = b.castTo(kx, f);
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(b.compute(OpKind::Add,
-                   {b.ld(sBuf, {r}), b.compute(OpKind::Mul, {b.ld(qT, {d, r}), kd}, f)}, f),
-         sBuf, {r});
+                   {b.ld(sT, {t, r}), b.compute(OpKind::Mul, {b.ld(qT, {d, r}), kd}, f)}, f),
+         sT, {t, r});
     b.endFor();
     b.endFor();
-
-    // The online-softmax update of each row; a -inf running max or score weighs 0 (never
-    // exp(-inf - -inf)).
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    Value* s = b.compute(OpKind::Mul, {b.ld(sBuf, {r}), b.scst(f, scale)}, f);
+    Value* sc = b.compute(OpKind::Mul, {b.ld(sT, {t, r}), b.scst(f, scale)}, f);
     if (mv) {
       std::vector<Value*> six = hix;
       six.push_back(loadRow(r));
-      six.push_back(j);
+      six.push_back(jl);
       KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
-      s = b.compute(OpKind::Add, {s, b.castTo(mx, f)}, f);
+      sc = b.compute(OpKind::Add, {sc, b.castTo(mx, f)}, f);
     }
     if (causal) {
       Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(r), off));
-      s = b.compute(OpKind::Select, {hidden, negInf, s}, f);
+      sc = b.compute(OpKind::Select, {hidden, negInf, sc}, f);
     }
-    auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
-    Value* m = b.ld(mBuf, {r});
-    Value* mNew = b.compute(OpKind::Max, {m, s}, f);
-    Value* alpha = weight(m, mNew);
-    Value* pj = weight(s, mNew);
-    b.st(mNew, mBuf, {r});
-    b.st(b.compute(OpKind::Add, {b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f), pj}, f), lBuf,
-         {r});
-    b.st(alpha, aBuf, {r});
-    b.st(pj, pBuf, {r});
+    if (TK > 1) sc = b.compute(OpKind::Select, {b.cmp("lt", j, kEnd), sc, negInf}, f);
+    b.st(sc, sT, {t, r});
+    b.endFor();
     b.endFor();
 
-    // acc_r = acc_r * alpha_r + p_r * v_j
+    // The online-softmax update of each row over the tile; a -inf running max or score
+    // weighs 0 (never exp(-inf - -inf)).
+    auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    Value* m = b.ld(mBuf, {r});
+    Value* mNew = m;
+    for (int64_t k = 0; k < TK; ++k)
+      mNew = b.compute(OpKind::Max, {mNew, b.ld(sT, {b.cst(k), r})}, f);
+    Value* alpha = weight(m, mNew);
+    b.st(mNew, mBuf, {r});
+    b.st(alpha, aBuf, {r});
+    b.st(b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f), lBuf, {r});
+    b.endFor();
+    // acc_r *= alpha_r, then acc_r += p_rt * v_t for each key t of the tile.
     Value* e = headLoop(Dv);
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    b.st(b.compute(OpKind::Mul, {b.ld(accT, {e, r}), b.ld(aBuf, {r})}, f), accT, {e, r});
+    b.endFor();
+    b.endFor();
+    Value* t2 = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
+    if (inRegisters) b.unrollLoop();
+    Value* jv = TK > 1 ? b.idx(OpKind::IMin, b.idx(OpKind::IAdd, j0, t2), lastKey)
+                       : b.idx(OpKind::IAdd, j0, t2);
+    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
+    Value* pj = weight(b.ld(sT, {t2, r}), b.ld(mBuf, {r}));
+    b.st(pj, pBuf, {r});
+    b.st(b.compute(OpKind::Add, {b.ld(lBuf, {r}), pj}, f), lBuf, {r});
+    b.endFor();
+    e = headLoop(Dv);
     std::vector<Value*> vix = kvIx;
-    vix.push_back(j);
+    vix.push_back(jv);
     vix.push_back(e);
     KILN_TRY(Value * vx, b.emitAt(vv, vix));
     Value* ve = b.castTo(vx, f);
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    Value* a = b.compute(OpKind::Mul, {b.ld(accT, {e, r}), b.ld(aBuf, {r})}, f);
-    b.st(b.compute(OpKind::Add, {a, b.compute(OpKind::Mul, {b.ld(pBuf, {r}), ve}, f)}, f), accT,
-         {e, r});
+    b.st(b.compute(OpKind::Add,
+                   {b.ld(accT, {e, r}), b.compute(OpKind::Mul, {b.ld(pBuf, {r}), ve}, f)}, f),
+         accT, {e, r});
+    b.endFor();
     b.endFor();
     b.endFor();
   }
