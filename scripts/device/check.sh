@@ -10,7 +10,8 @@
 # --match='4096x4096|decoder').
 # BASELINE=FILE (a stripped kiln of an earlier commit, xz-compressed, run with the same packed
 # libraries) times the same bench/run.py workloads with that kiln on each benched device, in
-# the same call: a before/after on the same card.
+# the same call: a before/after on the same card (BASELINE_ARGS: other bench/run.py
+# arguments for it, e.g. fewer workloads).
 set -u
 T0=$(date +%s)
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT; S=$OUT/summary.txt; rm -f $S
@@ -39,6 +40,7 @@ has() { [[ " $PHASES " == *" $1 "* ]]; }
 run() { local name=$1; shift; ( t=$(date +%s); timeout -s KILL $LIMIT stdbuf -oL -eL "$@" > $L/$name.log 2>&1
   echo "rc=$? secs=$(( $(date +%s) - t ))" >> $L/$name.log ) & }
 read -r -a BENCH_ARGV <<< "$BENCH_ARGS"
+read -r -a BASELINE_ARGV <<< "${BASELINE_ARGS:-$BENCH_ARGS}"
 bench() { timeout -s KILL $BENCH_LIMIT env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$1 --reference=cuda --kiln $W/kiln \
   --repetitions=5 --warmup=1 --timeout=40 --keep=/tmp/bk "${BENCH_ARGV[@]}" > $L/bench-$2.log 2>&1; echo "rc=$?" >> $L/bench-$2.log
   log "bench on $1 done"; grep -v "^$" $L/bench-$2.log >> $S; }
@@ -50,7 +52,7 @@ fi
 baseline() { # $1: the device, $2: its log's name
   [ -x $W/kiln-base ] || return 0
   timeout -s KILL $BENCH_LIMIT env PYTHONUNBUFFERED=1 $PY bench/run.py --device=$1 --reference=cuda --kiln $W/kiln-base \
-    --repetitions=5 --warmup=1 --timeout=40 "${BENCH_ARGV[@]}" > $L/baseline-$2.log 2>&1; echo "rc=$?" >> $L/baseline-$2.log
+    --repetitions=5 --warmup=1 --timeout=40 "${BASELINE_ARGV[@]}" > $L/baseline-$2.log 2>&1; echo "rc=$?" >> $L/baseline-$2.log
   log "baseline bench on $1 done ($BASELINE)"; grep -v "^$" $L/baseline-$2.log >> $S; }
 has bench-cuda && baseline $CUDA cuda
 has bench-vulkan && bench $VK vulkan
@@ -62,9 +64,15 @@ profiles() { # $1: the device
   g=$(grep -l "tensor<4096x4096xf32>" $B/gemm*/gemm.kir | head -1); [ -n "$g" ] && prof "gemm f32 4096" $g --input=@$(dirname $g)/a.npy
   h=$(grep -l "tensor<4096x4096xf16>" $B/gemm*/gemm.kir | head -1); [ -n "$h" ] && prof "gemm f16 4096" $h --input=@$(dirname $h)/a.npy
   e=$(grep -l " exp " $B/elementwise*/elementwise.kir 2>/dev/null | head -1); [ -n "$e" ] && prof "exp" $e --input=@$(dirname $e)/x.npy
-  [ -f $B/decoder1.kir ] && prof "decoder prefill 2048" $B/decoder1.kir --input=@$B/dec1_x.npy --input=@$B/dec1_cos.npy --input=@$B/dec1_sin.npy
-  [ -f $B/decoder3.kir ] && prof "decoder decode, context 2048" $B/decoder3.kir --input=@$B/dec3_x.npy --input=@$B/dec3_cos.npy \
-    --input=@$B/dec3_sin.npy --input=@$B/dec3_past_k.npy --input=@$B/dec3_past_v.npy
+  # The decoder layers' prefill of 2048 tokens (_1) and decode at context 2048 (_3), their
+  # inputs (TAG_NAME.npy) in the order @main's arguments name them.
+  for tag in tinyllama_1 tinyllama_3 llama3-8b_1 llama3-8b_3; do
+    [ -f $B/$tag.kir ] || continue
+    local ins; ins=$(grep -o '^func @main([^)]*' $B/$tag.kir | grep -o '%[A-Za-z0-9_]*:' | tr -d '%:' |
+      while read -r n; do printf -- '--input=@%s/%s_%s.npy ' $B $tag $n; done)
+    # shellcheck disable=SC2086
+    prof "decoder $tag" $B/$tag.kir $ins
+  done
 }
 if [ -d /tmp/bk ]; then
   rm -f $L/profiles.log

@@ -79,6 +79,7 @@ const std::vector<TargetDesc>& table() {
       TargetDesc a =
           make(std::move(name), 64 * 1024, 1024, 1024, 1024, 1024, std::move(waves), 128);
       a.wideAccumulation = false;
+      a.unrolledArraysInRegisters = true;
       return a;
     };
     v.push_back(amdTarget("amdgpu:gfx90a", {64}));
@@ -91,6 +92,7 @@ const std::vector<TargetDesc>& table() {
       TargetDesc c = make(std::move(name), shared, 1024, 1024, 1024, 64, {32}, 128);
       c.maxWorkgroupCount[0] = INT32_MAX;
       c.wideAccumulation = false;
+      c.unrolledArraysInRegisters = true;
       return c;
     };
     v.push_back(cudaTarget("cuda:sm_80", 163 * 1024));

@@ -33,9 +33,10 @@ namespace {
 // At most this many query rows (its upper bound) take the split-key plan on gpus: each row
 // then reads every key and value itself, which only pays when the rows are few.
 constexpr int64_t kSplitKeyMaxQueries = 4;
-// On gpus a thread's query rows and output rows (f32) live in registers when they total at
-// most this many values: their loops over the head dims are then unrolled completely.
-// Larger heads stay private arrays in (cached) local memory.
+// On targets that keep unrolled private arrays in registers (the LLVM GPU backends) a
+// thread's query rows and output rows (f32) live in registers when they total at most this
+// many values: their loops over the head dims are then unrolled completely. Larger heads,
+// and Vulkan targets, keep private arrays in (cached) local memory.
 constexpr int64_t kRegisterRows = 128;
 // Keys per step of the gpu kernel whose rows are registers: their scores come first (a
 // private row of this many), then one rescale of the running sum and output rows.
@@ -186,7 +187,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     return b.mk(b.body(), OpKind::Alloc, {}, Type::buffer(f, s, MemSpace::Private));
   };
   int64_t R = p.rows;
-  bool inRegisters = !b.target().cpu && (D + Dv) * R <= kRegisterRows;
+  bool inRegisters = b.target().unrolledArraysInRegisters && (D + Dv) * R <= kRegisterRows;
   auto headLoop = [&](int64_t n) {
     Value* i = b.beginFor(b.cst(0), b.cst(n), b.cst(1));
     if (inRegisters) b.unrollLoop();
