@@ -60,18 +60,15 @@ const std::vector<TargetDesc>& table() {
     TargetDesc lavapipe = make("vulkan:lavapipe", 32 * 1024, 1024, 1024, 1024, 1024, {8}, 256);
     lavapipe.wideAccumulation = false;
     lavapipe.maxStorageBufferRange = uint64_t(128) << 20;
-    lavapipe.unrolledArraysInRegisters = true;
     v.push_back(lavapipe);
     TargetDesc nvidia = make("vulkan:nvidia-sm90", 48 * 1024, 1024, 1024, 1024, 64, {32}, 128);
     nvidia.maxStorageBufferRange = 0xffffffffu; // what current NVIDIA drivers report
     nvidia.wideAccumulation = false;
-    nvidia.unrolledArraysInRegisters = true;
     v.push_back(nvidia);
     // The spec's guaranteed minimums (maxStorageBufferRange 2^27).
     TargetDesc generic = make("vulkan:generic", 16 * 1024, 128, 128, 128, 64, {32}, 128);
     generic.maxStorageBufferRange = uint64_t(1) << 27;
     generic.wideAccumulation = false;
-    generic.unrolledArraysInRegisters = true;
     generic.elemTypes = {ElemType::F32, ElemType::F16, ElemType::I1,  ElemType::I8,
                          ElemType::I16, ElemType::I32, ElemType::I64, ElemType::U8,
                          ElemType::U16, ElemType::U32, ElemType::U64};

@@ -72,12 +72,11 @@ struct TargetDesc {
   // Matmul accumulators of f32/f16/bf16 operands are f64 (the reference interpreter's wide
   // accumulation) when true, f32 when false (cpu targets); f64 and integers are unchanged.
   bool wideAccumulation = true;
-  // The backend unrolls a loop the lowering marks (for's unroll=1) itself, so the private
-  // arrays the loop indexes get constant indices and become registers: the LLVM GPU backends
-  // (loop metadata, then SROA) and the SPIR-V one (which repeats the body). Leaving it to a
-  // Vulkan driver's Unroll control was not enough: NVIDIA's (580, H200) ran the gpu attention
-  // kernel that relies on it 2.2x slower (a TinyLlama prefill of 2048 tokens 26 -> 57 ms).
-  // Lowerings that want registers this way ask this first; cpu targets vectorize instead.
+  // kiln's own backend unrolls a loop the lowering marks (for's unroll=1) and keeps the
+  // private arrays it then indexes by constants in registers (the LLVM GPU backends). A
+  // Vulkan driver unrolls, if at all, after kiln hands it the SPIR-V: NVIDIA's (580, H200)
+  // ran the gpu attention kernel that relies on this 2.2x slower (a TinyLlama prefill of 2048
+  // tokens 26 -> 57 ms), so lowerings that want registers this way ask this first.
   bool unrolledArraysInRegisters = false;
 
   bool supports(ElemType e) const;

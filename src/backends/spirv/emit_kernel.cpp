@@ -419,29 +419,14 @@ Status KernelEmitter::emitFor(const Op& op) {
     inits.push_back({valueType(op.operand(i)->type()), get(op.operand(i))});
   const Block& body = *op.region(0);
   // A short loop of static trip count without a barrier (a thread's register tile: its rows
-  // and columns, whose private arrays become registers only once unrolled) is marked for
-  // complete unrolling, as the LLVM GPU emitter does (kernel_emitter.h).
+  // and columns, whose private arrays become registers only once unrolled), or one the
+  // lowering asks for (unroll=1), is marked for complete unrolling, as the LLVM GPU emitter
+  // does (kernel_emitter.h).
   Range rl = bounds_.of(op.operand(0)), rh = bounds_.of(op.operand(1));
   bool unroll = rl.known() && rl.lo == rl.hi && rh.known() && rh.lo == rh.hi && rs.known() &&
                 rs.lo == rs.hi && rs.lo > 0 &&
                 ((rh.lo - rl.lo) / rs.lo <= kUnrollTrips || op.attrs().getInt("unroll", 0) != 0);
   walkOps(body, [&](const kiln::Op& o) { unroll = unroll && o.kind() != OpKind::Barrier; });
-  // A loop the lowering marks unroll=1 (a thread's rows over a head dim, whose private arrays
-  // should be registers) is unrolled here rather than left to the driver's Unroll control:
-  // every access to those arrays then has a constant index. So is a loop of one trip.
-  if (unroll && (op.attrs().getInt("unroll", 0) != 0 || rh.lo - rl.lo <= rs.lo)) {
-    std::vector<Id> carried;
-    for (const auto& init : inits) carried.push_back(init.second);
-    for (int64_t i = rl.lo; i < rh.lo; i += rs.lo) {
-      vals_[body.arg(0)] = indexConst(i);
-      for (size_t c = 0; c < carried.size(); ++c) vals_[body.arg(c + 1)] = carried[c];
-      KILN_CHECK(emitBlock(body));
-      if (const kiln::Op* y = body.terminator())
-        for (size_t c = 0; c < carried.size(); ++c) carried[c] = get(y->operand(c));
-    }
-    for (size_t i = 0; i < carried.size(); ++i) vals_[op.result(i)] = carried[i];
-    return ok();
-  }
   KILN_TRY(std::vector<Id> results,
            loop(
                lo, hi, step, rs.known() && rs.lo > 0, inits,
