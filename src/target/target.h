@@ -73,10 +73,12 @@ struct TargetDesc {
   // accumulation) when true, f32 when false (cpu targets); f64 and integers are unchanged.
   bool wideAccumulation = true;
   // kiln's own backend unrolls a loop the lowering marks (for's unroll=1) and keeps the
-  // private arrays it then indexes by constants in registers (the LLVM GPU backends). A
-  // Vulkan driver unrolls, if at all, after kiln hands it the SPIR-V: NVIDIA's (580, H200)
-  // ran the gpu attention kernel that relies on this 2.2x slower (a TinyLlama prefill of 2048
-  // tokens 26 -> 57 ms), so lowerings that want registers this way ask this first.
+  // private arrays it then indexes by constants in registers (the LLVM GPU backends), so
+  // lowerings that want registers this way ask this first. Not on Vulkan targets: NVIDIA's
+  // driver (580, H200) ran the gpu attention kernel that relies on it 2.7x slower than the
+  // one with private arrays (a TinyLlama prefill of 2048 tokens 57 against 21 ms), whether
+  // the driver unrolled the loops (the Unroll control) or kiln's emitter did; the driver
+  // shows no machine code, so why is not known.
   bool unrolledArraysInRegisters = false;
 
   bool supports(ElemType e) const;
