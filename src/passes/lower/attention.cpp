@@ -16,7 +16,11 @@
 //           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s),
 //           l = l*e^(m-m') + e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then
 //           out = acc / l. A key hidden by the causal flag or a -inf mask weighs 0; a row
-//           that sees no key gives NaN like the reference (0 / 0).
+//           that sees no key gives NaN like the reference (0 / 0). Where the target keeps
+//           unrolled private arrays in registers (cuda, amdgpu) and the q and output rows
+//           fit kRegisterRows, the loops over the head dims are marked unroll=1 and keys
+//           come kKeyTile at a time: the tile's scores, one rescale by e^(m-m'), then each
+//           key's weight and value update.
 //
 //   %o = attention %q, %k, %v {causal = 1}    =>   for j < min(Sk, last + Sk - Sq + 1):
 //     : tensor<1x4x{s}x8xf32>                        for i in block: online softmax update
