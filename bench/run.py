@@ -749,7 +749,8 @@ class TorchLayer:
         s = keys.shape[1]
         new_k, new_v = (keys, values) if cache is not None else (k, v)
         if self.sdpa:
-            return self.finish(x, self.sdpa_attention(q, keys, values, t, s, g, cache), t), new_k, new_v
+            att = self.sdpa_attention(q, keys, values, t, s, g, cache)
+            return self.finish(x, att, t), new_k, new_v
         keys = keys.repeat_interleave(g, dim=0)
         values = values.repeat_interleave(g, dim=0)
         scores = torch.matmul(q, keys.transpose(1, 2)) / math.sqrt(L.head_dim)
