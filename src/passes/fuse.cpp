@@ -90,8 +90,8 @@ class Grouping {
 public:
   Grouping(Func& f, const CodegenOptions& opts, std::set<const Op*> alone,
            const std::vector<FusionPattern>& patterns)
-      : f_(f), opts_(opts), rules_(opts.target.fusion), ops_(f.opsSnapshot()),
-        alone_(std::move(alone)), patterns_(patterns) {
+      : opts_(opts), rules_(opts.target.fusion), ops_(f.opsSnapshot()), alone_(std::move(alone)),
+        patterns_(patterns) {
     for (size_t i = 0; i < ops_.size(); ++i) index_[ops_[i]] = i;
     group_.assign(ops_.size(), -1);
   }
@@ -362,7 +362,6 @@ private:
     return true;
   }
 
-  Func& f_;
   const CodegenOptions& opts_;
   FusionRules rules_;
   std::vector<Op*> ops_;
