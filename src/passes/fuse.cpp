@@ -68,24 +68,6 @@ bool isComputing(const Op& op) {
 
 bool isAnchor(const Op& op) { return !op.has(kElementwise) && !op.has(kView); }
 
-// Elementwise ops that cost a libm-class function per element (see
-// FusionRules::transcendentalIntoContraction): the float-only math ops except the ones a
-// CPU does in an instruction or two, and pow.
-bool isTranscendental(const Op& op) {
-  switch (op.kind()) {
-  case OpKind::Sqrt:
-  case OpKind::Rsqrt:
-  case OpKind::Reciprocal:
-  case OpKind::Floor:
-  case OpKind::Ceil:
-  case OpKind::Round:
-  case OpKind::IsNan:
-  case OpKind::IsInf: return false;
-  case OpKind::Pow: return true;
-  default: return op.has(kElementwise) && op.has(kFloatOnly);
-  }
-}
-
 class Grouping {
 public:
   Grouping(Func& f, const CodegenOptions& opts, std::set<const Op*> alone,
@@ -323,7 +305,7 @@ private:
       if (!rules_.viewsIntoLoads) return false;
     } else if (op.has(kElementwise)) {
       if (!rules_.elementwiseIntoConsumer) return false;
-      if (!rules_.transcendentalIntoContraction && isTranscendental(op))
+      if (!rules_.transcendentalIntoContraction && isTranscendental(op.kind()))
         if (hasContraction(g)) return false;
       if (!rules_.elementwiseIntoGemmRows && computesGemmRows(op, g)) return false;
     } else {

@@ -64,32 +64,9 @@ int gApproximate = 0; // integer or boolean results that differed after a transc
 std::vector<bool> approximateResults(const Func& f) {
   std::unordered_set<const Value*> approx;
   walkOps(f.body(), [&](const Op& op) {
-    bool a = false;
-    switch (op.kind()) {
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Tanh:
-    case OpKind::Sigmoid:
-    case OpKind::Erf:
-    case OpKind::Gelu:
-    case OpKind::Silu:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Asin:
-    case OpKind::Acos:
-    case OpKind::Atan:
-    case OpKind::Sinh:
-    case OpKind::Cosh:
-    case OpKind::Asinh:
-    case OpKind::Acosh:
-    case OpKind::Atanh:
-    case OpKind::Pow:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::Attention: a = true; break;
-    default: break;
-    }
+    // softmax, log_softmax and attention compute exp inside.
+    bool a = isTranscendental(op.kind()) || op.kind() == OpKind::Softmax ||
+             op.kind() == OpKind::LogSoftmax || op.kind() == OpKind::Attention;
     for (size_t i = 0; i < op.numOperands() && !a; ++i) a = approx.count(op.operand(i)) > 0;
     if (a)
       for (size_t r = 0; r < op.numResults(); ++r) approx.insert(op.result(r));

@@ -43,6 +43,24 @@ const std::vector<OpInfo>& allOps() {
 
 const OpInfo& opInfo(OpKind kind) { return allOps()[static_cast<size_t>(kind)]; }
 
+bool isTranscendental(OpKind kind) {
+  switch (kind) {
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
+  case OpKind::IsNan:
+  case OpKind::IsInf: return false;
+  case OpKind::Pow: return true;
+  default: {
+    const OpInfo& i = opInfo(kind);
+    return i.has(kElementwise) && i.has(kFloatOnly);
+  }
+  }
+}
+
 std::optional<OpKind> lookupOp(std::string_view name) {
   static const std::map<std::string_view, OpKind> byName = [] {
     std::map<std::string_view, OpKind> m;

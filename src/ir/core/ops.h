@@ -71,6 +71,11 @@ struct OpInfo {
 
 // The number of regions an op owns (`for`: its body; `if`: then and else), 0 for most.
 size_t numRegionsOf(OpKind kind);
+// Elementwise ops that cost a libm-class function per element: the float-only math ops
+// except the ones a CPU does in an instruction or two (sqrt, rsqrt, reciprocal, floor, ceil,
+// round, isnan, isinf), and pow. Backends may compute them within a few ulp of the
+// interpreter (docs/cpu.md); `fuse` keeps them out of contractions (FusionRules).
+bool isTranscendental(OpKind kind);
 
 const OpInfo& opInfo(OpKind kind);
 std::optional<OpKind> lookupOp(std::string_view name);
