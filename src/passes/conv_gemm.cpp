@@ -10,7 +10,8 @@
 //              fuse puts in the matmul's kernel). A 1x1 convolution with stride 1 and no
 //              padding needs no patches: its input viewed as N x C x (H*W) is the matmul's
 //              right operand. Otherwise the patches are KH*KW strided slices of the
-//              (zero-)padded input, concatenated to N x C x KH*KW x (OH*OW): channel-major,
+//              (zero-)padded input, concatenated to N x C x KH*KW x OH x OW (N x C x KH*KW
+//              x (OH*OW) when OW < 8) and viewed as N x (C*KH*KW) x (OH*OW): channel-major,
 //              then kernel position, the order of the weights' elements. Every other conv
 //              is left as it is. The elementwise ops that consume the result (all users
 //              elementwise over its shape, on its device; transitively) compute on the
@@ -36,6 +37,9 @@
 namespace kiln {
 
 namespace {
+
+// The shortest output row the patches keep as a dim of their own (AVX2's f32 lanes).
+constexpr int64_t kMinPatchRow = 8;
 
 Type withDims(const Value* like, std::vector<int64_t> dims) {
   return Type::tensor(like->type().elem(), dims);
@@ -82,7 +86,11 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
         sa.set("axes", std::vector<int64_t>{2, 3});
         sa.set("steps", strides);
         KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
-        KILN_TRY(Value * flat, reshape(s->result(0), {n, c, 1, positions}));
+        // Patch rows of OW elements (the kernel's column loop: contiguous or strided loads
+        // LLVM vectorizes) when OW fills a vector, else of OH*OW, where each element costs a
+        // division and a remainder to find its input row and column.
+        KILN_TRY(Value * flat, ow >= kMinPatchRow ? reshape(s->result(0), {n, c, 1, oh, ow})
+                                                  : reshape(s->result(0), {n, c, 1, positions}));
         slices.push_back(flat);
       }
     Value* patches = slices[0];

@@ -181,19 +181,21 @@ Result<llvm::Value*> KernelEmitter::address(const Op& op, const Value* bufVal, s
   if (inRange) check(inRange, kKilnCpuIndexOutOfRange);
   llvm::Value* off = idx(0);
   for (size_t d = 0; d < count; ++d) {
-    llvm::Value* idx = get(op.operand(first + d));
+    const Value* at = op.operand(first + d);
     llvm::Value* extent = buf.extents[d];
     // Indices (floordiv(e, n), mod(e, n)) of two dims whose inner extent is n (a reshape
     // that split a flat index over a buffer) are at offset e: (e / n) * n + e % n = e for
-    // floor division, so the address stays e, not a division LLVM cannot see through.
-    if (d + 1 < count) {
-      if (const Value* e = splitBy(op.operand(first + d), op.operand(first + d + 1));
-          e && get(op.operand(first + d)->def()->operand(1)) == buf.extents[d + 1]) {
-        idx = get(e);
-        extent = b_.CreateMul(extent, buf.extents[d + 1], "", false, true);
-        ++d;
-      }
+    // floor division, so the address stays e, not a division LLVM cannot see through. The
+    // merged index may pair with the next dim again: a full delinearization over several
+    // dims (im2col's patches, C x taps x OH x OW read as C*taps x OH*OW) is one index.
+    while (d + 1 < count) {
+      const Value* e = splitBy(at, op.operand(first + d + 1));
+      if (!e || get(at->def()->operand(1)) != buf.extents[d + 1]) break;
+      at = e;
+      extent = b_.CreateMul(extent, buf.extents[d + 1], "", false, true);
+      ++d;
     }
+    llvm::Value* idx = get(at);
     off = off == this->idx(0)
               ? idx
               : b_.CreateAdd(b_.CreateMul(off, extent, "", false, true), idx, "", false, true);

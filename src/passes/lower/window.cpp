@@ -29,7 +29,8 @@ Result<Value*> KernelBuilder::window(const Op& op, const std::vector<Value*>& ix
   std::vector<int64_t> strides = list("strides", sp, 1), pads = list("pads", 2 * sp, 0),
                        dil = list("dilations", sp, 1);
   ElemType e = op.result(0)->type().elem();
-  ElemType ae = accElem(e);
+  // A max is exact in any float type: f32 lanes (twice as many per vector as f64) hold it.
+  ElemType ae = isMax && isFloat(e) && e != ElemType::F64 ? ElemType::F32 : accElem(e);
   bool flt = isFloat(ae);
   Value* outer = mask_;
   Value* acc;
