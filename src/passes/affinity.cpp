@@ -4,8 +4,10 @@
 // Requires:    every device referenced is declared (resolveDevices); at least one device.
 // Guarantees:  verifyPlacement holds: every argument, result and op has a declared device;
 //              every operand of an op lives on the op's device, except a transfer's; cheap
-//              ops (isCheapToClone) exist once per consuming device and are never
-//              transferred; each value crosses to a device through at most one transfer.
+//              ops (isCheapToClone: sources, views and unpinned elementwise ops over cheap
+//              values only, such as a causal mask built from iota) exist once per consuming
+//              device and are never transferred: each device recomputes them; each value
+//              crosses to a device through at most one transfer.
 //              Pins (devices set before the pass) are kept.
 // Invalidates: nothing (it only adds device annotations, clones and transfers).
 //
@@ -59,6 +61,11 @@
 
 namespace kiln {
 
+bool recomputable(const Op& op) {
+  return op.has(kCheapToClone) || op.has(kView) ||
+         (op.has(kElementwise) && !op.has(kSideEffects) && !op.device());
+}
+
 bool isCheapToClone(const Op& op) {
   std::vector<const Op*> stack = {&op};
   std::unordered_map<const Op*, bool> seen;
@@ -67,7 +74,7 @@ bool isCheapToClone(const Op& op) {
     stack.pop_back();
     if (seen.count(o)) continue;
     seen[o] = true;
-    if (!o->has(kCheapToClone) && !o->has(kView)) return false;
+    if (!recomputable(*o)) return false;
     for (const Value* v : o->operands()) {
       if (v->isArg()) return false;
       stack.push_back(v->def());
@@ -141,7 +148,7 @@ private:
         ++stats_.removedTransfers;
         continue;
       }
-      bool cheap = op->has(kCheapToClone) || op->has(kView);
+      bool cheap = recomputable(*op);
       for (const Value* v : op->operands()) cheap = cheap && isCheap(v);
       if (cheap) {
         cheapOps_.insert(op);

@@ -23,9 +23,16 @@ struct AffinityStats {
   size_t removedTransfers = 0; // transfers to the device the value already lives on
 };
 
-// Cheap to clone: an op with the kCheapToClone trait, or a view (kView) of such values,
-// whose operands are all cheap to clone themselves (a slice of a constant is; a slice of
-// an argument is not).
+// Recomputed on each device that uses it rather than transferred, when its operands are
+// too: an op with the kCheapToClone trait (constants, weights, iota, range), a view (kView),
+// or an elementwise op without side effects that no pin places (`less`, `where`, `cast`,
+// `cos` over positions: masks, rotary tables and fills that depend only on shapes and
+// constants).
+bool recomputable(const Op& op);
+
+// Cheap to clone: a recomputable op whose operands are all cheap to clone themselves (a
+// slice of a constant is, and so is a mask compared from two iotas; a slice of an argument
+// is not).
 bool isCheapToClone(const Op& op);
 
 // Places every op, argument and result of every function on one of the module's declared

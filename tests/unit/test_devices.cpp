@@ -152,6 +152,53 @@ func @main(%x: tensor<4xf32> on ref[0]) -> (tensor<4xf32> on ref[2]) {
   CHECK(printModule(*m) == out);
 }
 
+TEST_CASE("affinity: elementwise ops over shapes and constants are recomputed, not moved") {
+  auto m = parse(R"(device ref[0]
+device ref[1]
+func @main(%x: tensor<4x4xf32> on ref[0]) -> (tensor<4x4xf32> on ref[1]) {
+  %i = iota {axis = 0} : tensor<4x4xi64>
+  %j = iota {axis = 1} : tensor<4x4xi64>
+  %lt = lt %i, %j : tensor<4x4xi1>
+  %f = cast %lt {to = f32} : tensor<4x4xf32>
+  %p = exp %f : tensor<4x4xf32> on ref[0]
+  %xs = mul %x, %x : tensor<4x4xf32>
+  %0 = add %x, %f : tensor<4x4xf32> on ref[0]
+  %1 = add %0, %f : tensor<4x4xf32> on ref[1]
+  %2 = add %1, %p : tensor<4x4xf32> on ref[1]
+  %3 = add %2, %xs : tensor<4x4xf32> on ref[1]
+  return %3
+}
+)");
+  const Func& f0 = *m->lookupFunc("main");
+  auto first = [&](OpKind kind) -> const Op& {
+    for (const auto& op : f0.ops())
+      if (op->kind() == kind) return *op;
+    FAIL("no such op");
+    return *f0.ops().front();
+  };
+  // The mask (lt, cast over iotas) is; a pinned op and one that reads an argument are not.
+  CHECK(isCheapToClone(first(OpKind::Lt)));
+  CHECK(isCheapToClone(first(OpKind::Cast)));
+  CHECK(recomputable(first(OpKind::Exp)) == false);
+  CHECK(recomputable(first(OpKind::Mul)));
+  CHECK(isCheapToClone(first(OpKind::Mul)) == false);
+  auto stats = runAffinity(*m);
+  REQUIRE_MESSAGE(stats.ok(), stats.diags().str());
+  std::string out = printModule(*m);
+  CHECK(count(out, "= lt ") == 2); // one per device
+  CHECK(count(out, "= cast ") == 2);
+  CHECK(count(out, "= exp ") == 1);
+  CHECK(count(out, "= mul ") == 1);
+  // %0 and the pinned %p cross to ref[1]; %xs is computed once, on one device, and crosses
+  // if that is ref[0]; the mask never crosses.
+  for (const auto& op : m->lookupFunc("main")->ops())
+    if (op->kind() == OpKind::Transfer) {
+      CHECK(!isCheapToClone(*op->operand(0)->def()));
+      CHECK(op->operand(0)->def()->kind() != OpKind::Cast);
+    }
+  CHECK(verifyPlacement(*m).ok());
+}
+
 TEST_CASE("affinity: the number of lattice updates stays within values x devices") {
   // A wide graph where every op joins operands from many pinned devices.
   Module m;
