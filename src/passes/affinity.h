@@ -25,7 +25,7 @@ struct AffinityStats {
 
 // Recomputed on each device that uses it rather than transferred, when its operands are
 // too: an op with the kCheapToClone trait (constants, weights, iota, range), a view (kView),
-// or an elementwise op without side effects that no pin places (`less`, `where`, `cast`,
+// or an elementwise op without side effects that no pin places (`lt`, `select`, `cast`,
 // `cos` over positions: masks, rotary tables and fills that depend only on shapes and
 // constants).
 bool recomputable(const Op& op);
