@@ -55,7 +55,24 @@ void KernelBuilder::setSubgroup(int64_t size) { config_->attrs().set("subgroup",
 Value* KernelBuilder::mk(Builder& b, OpKind k, std::vector<Value*> ops, Type t, Attrs a) {
   return b.createUnchecked(k, ops, std::move(a), {std::move(t)})->result();
 }
+// floordiv(x, d) * d + mod(x, d) is x: what a reshape's linearization of a split index
+// builds (a flattened reduction, reduction.cpp, reading a 2x6x49 buffer viewed as
+// 2x6x7x7), folded here since LLVM does not see through the floor division.
+static Value* relinearized(Value* a, Value* b) {
+  auto is = [](Value* v, OpKind k) { return v->def() && v->def()->kind() == k; };
+  if (!is(a, OpKind::IMul) || !is(b, OpKind::IMod)) return nullptr;
+  Value *q = a->def()->operand(0), *d = a->def()->operand(1);
+  Value *x = b->def()->operand(0), *m = b->def()->operand(1);
+  if (d != m || !is(q, OpKind::IFloorDiv) || q->def()->operand(0) != x || q->def()->operand(1) != d)
+    return nullptr;
+  return x;
+}
+
 Value* KernelBuilder::idx(OpKind k, Value* a, Value* b, Builder* where) {
+  if (k == OpKind::IAdd) {
+    if (Value* x = relinearized(a, b)) return x;
+    if (Value* x = relinearized(b, a)) return x;
+  }
   return mk(where ? *where : *body_, k, {a, b}, Type::index());
 }
 Value* KernelBuilder::cst(int64_t v) {

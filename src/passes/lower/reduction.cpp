@@ -141,10 +141,27 @@ Result<Value*> KernelBuilder::reduceAt(const Op& op, const std::vector<Value*>& 
     else if (keep)
       ++k;
   }
+  // Adjacent static reduced axes (a global average pool's H and W) are one loop over their
+  // product, its index split back per axis, when x is a buffer argument (the emitter merges
+  // the split into one flat offset: KernelEmitter::address) or the last axis is shorter
+  // than 16 (where a W loop of 7 or 14 iterations per H would not vectorize at all, and a
+  // reshape's relinearization folds the split away: KernelBuilder::idx): one contiguous
+  // run that vectorizes. Measured: EfficientNet-B0's 672x14x14 pool 0.09 -> 0.008 ms.
+  Shape each = red.extents;
+  bool adjacent =
+      axes.size() >= 2 && axes.back() - axes.front() + 1 == static_cast<int64_t>(axes.size());
+  for (const Dim& d : each) adjacent = adjacent && d.isStatic();
+  adjacent = adjacent && (x->isArg() || each.back().value() < 16);
+  if (adjacent) {
+    int64_t n = 1;
+    for (const Dim& d : each) n *= d.value();
+    red.extents = Shape{Dim(n)};
+  }
   red.element = [&](const std::vector<Value*>& j) {
+    std::vector<Value*> split = adjacent ? delinearize(j[0], each) : j;
     std::vector<Value*> at = xi;
     for (size_t d = 0, n = 0; d < at.size(); ++d)
-      if (!at[d]) at[d] = j[n++];
+      if (!at[d]) at[d] = split[n++];
     return emitAt(x, at);
   };
   KILN_TRY(Value * r, reduceRow(red));
