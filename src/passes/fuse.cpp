@@ -32,11 +32,11 @@
 // would be recomputed for every tile that loads them; it gets its own dispatch instead.
 // FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's
 // result and shape (a conv's bias, residual add, activation) does not join a consumer
-// dispatch anchored by a pad, concat or pool, which the matmul cannot join: it stays the
-// matmul's epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU targets): an
-// elementwise op that computes the A operand (the rows) of a matmul with more than 8 rows
-// does not join it (computesGemmRows), where the GEMM would recompute it for every
-// NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
+// dispatch anchored by a pad, concat, pool or another matmul, which the matmul cannot
+// join: it stays the matmul's epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU
+// targets): an elementwise op that computes the A operand (the rows) of a matmul with more
+// than 8 rows does not join it (computesGemmRows), where the GEMM would recompute it for
+// every NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
 // matmul before it.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
@@ -230,14 +230,14 @@ private:
   }
 
   // FusionRules::epilogueOverConsumer: an epilogue op does not join a group anchored by an
-  // op that only moves or windows data (pad, concat, pool): it starts a group the matmul
-  // joins. Contractions, attention and reductions (softmax, layer norm) keep their
+  // op that only moves or windows data (pad, concat, pool) or by another matmul: it starts
+  // a group the matmul joins. Attention and reductions (softmax, layer norm) keep their
   // prologues, which save them a materialized input.
   bool staysForEpilogue(const Op& op, int g) {
     if (!rules_.epilogueOverConsumer || !rules_.elementwiseIntoProducer || !onEpilogue(op))
       return false;
     const Op* a = anchorOf(g);
-    return a && !a->has(kContraction) && !a->has(kReduction) && a->kind() != OpKind::Attention &&
+    return a && !a->has(kReduction) && a->kind() != OpKind::Attention &&
            a->kind() != OpKind::Softmax && a->kind() != OpKind::LogSoftmax &&
            a->kind() != OpKind::Cumsum;
   }
