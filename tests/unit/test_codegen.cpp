@@ -242,10 +242,10 @@ TEST_CASE("cpu targets: x86-64 levels, cpu plans with one thread per workgroup")
     int64_t bits, regs;
     std::vector<int64_t> tile;
   };
-  for (const Level& l : {Level{"cpu", 256, 16, {72, 128, 96, 6, 16}},
-                         Level{"cpu:x86-64-v2", 128, 16, {72, 64, 96, 6, 8}},
-                         Level{"cpu:x86-64-v3", 256, 16, {72, 128, 96, 6, 16}},
-                         Level{"cpu:x86-64-v4", 512, 32, {96, 224, 96, 8, 32}}}) {
+  for (const Level& l : {Level{"cpu", 256, 16, {144, 128, 96, 6, 16}},
+                         Level{"cpu:x86-64-v2", 128, 16, {144, 64, 96, 6, 8}},
+                         Level{"cpu:x86-64-v3", 256, 16, {144, 128, 96, 6, 16}},
+                         Level{"cpu:x86-64-v4", 512, 32, {192, 224, 96, 8, 32}}}) {
     CAPTURE(l.name);
     auto t = lookupTarget(l.name);
     REQUIRE(t.ok());

@@ -18,6 +18,7 @@
 //                                                    epilogue: the block's valid outputs
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "passes/lower/kernel_builder.h"
 #include "passes/lower/strategy.h"
@@ -48,8 +49,10 @@ constexpr double kMinBlockWork = 65536;
 // workgroups (fewer for a small product) or cannot have more, splitting rows only when
 // `splitRows` and columns only when `splitCols`: of the splits into mb row blocks and nb
 // column blocks (each rounded up to whole micro-tiles) that reach the count, or come closest
-// to it, the one that computes the fewest padded elements, then the fewest workgroups.
-// Products that already have enough keep theirs.
+// to it, the one that computes the fewest padded elements, then the one that reads the
+// least (each column block reads all of A, each row block packs all of B: a 512 x 4608
+// weight times a 4608 x 49 activation splits its rows, not its 49 columns), then the
+// fewest workgroups. Products that already have enough keep theirs.
 void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, int64_t mr,
                    int64_t nr, bool splitRows, bool splitCols, int64_t& mc, int64_t& nc) {
   auto ceilDiv = [](int64_t x, int64_t d) { return (x + d - 1) / d; };
@@ -68,6 +71,7 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
   int64_t nbMax = splitCols ? ceilDiv(cols, nr) : 0;
   struct Split {
     int64_t m, n, count, work;
+    double traffic;
   };
   std::vector<Split> splits;
   int64_t most = 0;
@@ -78,20 +82,23 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
       int64_t m = ceilDiv(ceilDiv(rows, mb), mr) * mr;
       int64_t n = ceilDiv(ceilDiv(cols, nb), nr) * nr;
       if (mc > mr && m <= mr) continue;
-      splits.push_back({m, n, blocks(m, n), ceilDiv(rows, m) * m * ceilDiv(cols, n) * n});
+      // Every column block reads all of A's rows, every row block packs all of B's columns.
+      double traffic = static_cast<double>(ceilDiv(cols, n)) * static_cast<double>(rows) *
+                           static_cast<double>(depth) +
+                       static_cast<double>(ceilDiv(rows, m)) * static_cast<double>(depth) *
+                           static_cast<double>(cols);
+      splits.push_back({m, n, blocks(m, n), ceilDiv(rows, m) * m * ceilDiv(cols, n) * n, traffic});
       most = std::max(most, splits.back().count);
     }
   // The splits that reach the wanted count, or as close as the allowed splits come.
-  int64_t bestWork = -1, bestBlocks = 0, bestMc = mc, bestNc = nc;
+  const Split* best = nullptr;
   for (const Split& sp : splits) {
     if (sp.count < std::min(wanted, most)) continue;
-    if (bestWork < 0 || sp.work < bestWork || (sp.work == bestWork && sp.count < bestBlocks)) {
-      bestWork = sp.work;
-      bestBlocks = sp.count;
-      bestMc = sp.m;
-      bestNc = sp.n;
-    }
+    if (!best ||
+        std::tie(sp.work, sp.traffic, sp.count) < std::tie(best->work, best->traffic, best->count))
+      best = &sp;
   }
+  int64_t bestMc = best ? best->m : mc, bestNc = best ? best->n : nc;
   mc = bestMc;
   nc = bestNc;
 }
@@ -160,7 +167,10 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   const Type& a = s.anchor->operand(0)->type();
   kc = std::min(kc, ub(a.dim(a.rank() - 1)));
   int64_t mc = std::max<int64_t>(mr, static_cast<int64_t>(t.l2Bytes / 2) / (kc * aBytes));
-  mc = std::min<int64_t>(mc / mr * mr, 12 * mr);
+  // Every row block packs all of B once more: up to 24 micro-tile rows (144 on AVX2) a
+  // 128-token prefill's projections pack their weights once (12 packed them twice: 13%
+  // of the TinyLlama layer's time).
+  mc = std::min<int64_t>(mc / mr * mr, 24 * mr);
   int64_t rows = ub(s.outShape[r - 2]);
   if (foldsBatch(s))
     for (size_t i = 0; i + 2 < r; ++i) rows = std::min<int64_t>(rows * ub(s.outShape[i]), 1 << 30);
