@@ -276,6 +276,24 @@ func @main(%x: tensor<{m}x96xf32>, %w: tensor<96x200xf32>) -> (tensor<{m}x200xf3
     CHECK_FALSE(lookupTarget(n)->wideAccumulation);
 }
 
+TEST_CASE("cpu matmul blocks: rows cover a modest M, splits read the operands least") {
+  CodegenOptions opts;
+  opts.target = *lookupTarget("cpu");
+  auto tileOf = [&](const std::string& a, const std::string& b, const std::string& c) {
+    auto m = parse("func @main(%a: tensor<" + a + "xf32>, %b: tensor<" + b + "xf32>) -> (tensor<" +
+                   c + "xf32>) {\n  %0 = matmul %a, %b : tensor<" + c + "xf32>\n  return %0\n}\n");
+    REQUIRE(runCodegen(*m, opts).ok());
+    return m->lookupFunc("main")->ops().front()->attrs().getInts("tile");
+  };
+  // A 128-token prefill's projection: one row block, so the weight is packed once.
+  CHECK(tileOf("128x2048", "2048x5632", "128x5632") == std::vector<int64_t>{132, 128, 256, 6, 16});
+  // A 1x1 conv over a 7x7 map: 8 blocks from the rows (the 9 MB weight read once), not
+  // 132 x 32 blocks, which compute as many padded elements and read the weight twice.
+  CHECK(tileOf("512x4608", "4608x49", "512x49") == std::vector<int64_t>{66, 64, 256, 6, 16});
+  // A short product with 8 blocks either way: the split that packs the larger B less.
+  CHECK(tileOf("96x576", "576x49", "96x49") == std::vector<int64_t>{24, 32, 256, 6, 16});
+}
+
 TEST_CASE("cpu matmul tiles: each compiles and runs correctly on sim at M = 1 .. 19") {
   int runs = 0;
   for (const char* tile : {"[6, 16, 1, 6, 16]", "[12, 32, 5, 6, 16]", "[2, 8, 24, 1, 8]",
