@@ -79,6 +79,10 @@ const std::vector<PassInfo>& registeredPasses() {
          }},
         {"fuse", "form dispatches: group tensor ops into kernel functions called by dispatch", cg,
          codegen(createFusePass)},
+        {"gemv-split",
+         "on cpu targets, decode-step matmuls (at most 4 rows) over a large [K, N] B as "
+         "partial matmuls over contiguous K slices of B plus their sum",
+         cg, codegen(createGemvSplitPass)},
         {"tile", "choose workgroup shapes and tiles that fit the target", cg,
          codegen(createTilePass)},
         {"lower", "turn tensor-level kernels into kernel IR and check their resources", cg,
@@ -101,6 +105,7 @@ const std::vector<PassInfo>& registeredPasses() {
 void addCodegenPasses(PassManager& pm, const CodegenOptions& opts) {
   pm.addPass("conv-gemm", createConvGemmPass(opts));
   pm.addPass("conv-depthwise", createConvDepthwisePass(opts));
+  pm.addPass("gemv-split", createGemvSplitPass(opts));
   pm.addPass("fuse", createFusePass(opts));
   pm.addPass("collapse-dims", createCollapseDimsPass(opts));
   pm.addPass("tile", createTilePass(opts));
@@ -120,11 +125,12 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
-      // conv-gemm and conv-depthwise before fuse: the matmuls and elementwise taps they
-      // make form dispatches. fuse next: the others
+      // conv-gemm, conv-depthwise and gemv-split before fuse: the matmuls, elementwise
+      // taps and sums they make form dispatches. fuse next: the others
       // transform dispatches. collapse-dims before tile: tiles are chosen for the final
       // iteration space. pad after tile: it needs the tiles. lower last.
-      {"codegen", "shape-infer,conv-gemm,conv-depthwise,fuse,collapse-dims,tile,pad,lower",
+      {"codegen",
+       "shape-infer,conv-gemm,conv-depthwise,gemv-split,fuse,collapse-dims,tile,pad,lower",
        "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;
