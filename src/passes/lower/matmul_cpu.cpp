@@ -282,12 +282,15 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // elements (k-major), cast to the accumulator type once: the micro-kernel streams one
   // contiguous micro-panel (no cache-set aliasing from B's row stride, no gathers for a
   // transposed B). Columns past the block's valid ones are never written: they read 0.
-  Value* pack = priv({Dim(NC / NR), Dim(KC), Dim(NR)});
   bool transposed = transposedB(B);
+  // Blocks of at most MR rows over a B stored [K, N] never pack (they stream B below): no
+  // panel, whose NC x KC elements would be most of the stack for a block of whole rows.
+  bool mayPack = transposed || MC > MR;
+  Value* pack = mayPack ? priv({Dim(NC / NR), Dim(KC), Dim(NR)}) : nullptr;
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
-  Value* apack = computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
+  Value* apack = mayPack && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
@@ -365,60 +368,62 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
 
   // Packing pays when the panel is reused by several micro-tile rows, or when B is
   // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not).
-  Value* packs = kb.cst(1);
-  if (!transposed)
+  Value* packs = kb.cst(mayPack ? 1 : 0);
+  if (mayPack && !transposed)
     packs = kb.mk(kb.body(), OpKind::SSelect,
                   {kb.cmp("gt", rowsV, kb.cst(MR)), kb.cst(1), kb.cst(0)}, Type::index());
   Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(KC));
   Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
-  kb.beginFor(kb.cst(0), packs, kb.cst(1));
-  {
-    auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
-      std::vector<Value*> oix = batch;
-      oix.push_back(m0);
-      oix.push_back(kb.idx(OpKind::IAdd, n0, n));
-      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
-      kb.st(kb.castTo(bval, ae), pack, {s, kb.idx(OpKind::ISub, k, k0), b});
-      return ok();
-    };
-    if (transposed) {
-      // Read along k (contiguous in the [N, K] weight).
-      Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
-      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-      KILN_CHECK(packOne(n, k, kb.idx(OpKind::IFloorDiv, n, kb.cst(NR)),
-                         kb.idx(OpKind::IMod, n, kb.cst(NR))));
-      kb.endFor();
-      kb.endFor();
-    } else {
-      // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
-      // bounds); the partial last strip clamps its columns to the last valid one.
-      for (bool edge : {false, true}) {
-        Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
-                           : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
-        Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
-        Value* sv = kb.beginFor(s0, sEnd, kb.cst(1));
+  if (mayPack) {
+    kb.beginFor(kb.cst(0), packs, kb.cst(1));
+    {
+      auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
+        std::vector<Value*> oix = batch;
+        oix.push_back(m0);
+        oix.push_back(kb.idx(OpKind::IAdd, n0, n));
+        KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+        kb.st(kb.castTo(bval, ae), pack, {s, kb.idx(OpKind::ISub, k, k0), b});
+        return ok();
+      };
+      if (transposed) {
+        // Read along k (contiguous in the [N, K] weight).
+        Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
         Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-        Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-        Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
-        if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
-        KILN_CHECK(packOne(n, k, sv, b));
+        KILN_CHECK(packOne(n, k, kb.idx(OpKind::IFloorDiv, n, kb.cst(NR)),
+                           kb.idx(OpKind::IMod, n, kb.cst(NR))));
         kb.endFor();
         kb.endFor();
-        kb.endFor();
+      } else {
+        // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
+        // bounds); the partial last strip clamps its columns to the last valid one.
+        for (bool edge : {false, true}) {
+          Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
+                             : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
+          Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
+          Value* sv = kb.beginFor(s0, sEnd, kb.cst(1));
+          Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+          Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+          Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
+          if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
+          KILN_CHECK(packOne(n, k, sv, b));
+          kb.endFor();
+          kb.endFor();
+          kb.endFor();
+        }
       }
     }
-  }
-  if (apack) { // rows of the block's A slice, contiguous along k
-    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
-    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
-    KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
-    kb.st(kb.castTo(aval, ae), apack, {i, kb.idx(OpKind::ISub, k, k0)});
+    if (apack) { // rows of the block's A slice, contiguous along k
+      Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+      std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
+      KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+      kb.st(kb.castTo(aval, ae), apack, {i, kb.idx(OpKind::ISub, k, k0)});
+      kb.endFor();
+      kb.endFor();
+    }
+    KILN_CHECK(strips(true, k0, kEnd));
     kb.endFor();
-    kb.endFor();
   }
-  KILN_CHECK(strips(true, k0, kEnd));
-  kb.endFor();
   if (!transposed) {
     // A block of at most MR rows (a decode step): B's rows streamed in place, each k
     // adding a[i, k] * B[k, n0 .. n0 + cols) to the block accumulator's row i (a
