@@ -5,11 +5,11 @@
 //
 // Requires:    shape-infer (static shapes); runs before fuse, on the ops of the devices it
 //              covers, and only when the target is a cpu (TargetDesc::cpu).
-// Guarantees:  every covered float `matmul` whose A has at most kMaxRows rows (the product
-//              of its dims before the last) and whose B is a static 2-D [K, N] value stored
-//              with N innermost (not a transposed [N, K] weight, which the dot plan reads
-//              along K) of at least kMinBytes, with K divisible by S = 8 (else 4) into
-//              slices of at least kMinSliceRows rows, is
+// Guarantees:  every covered f32 or f64 `matmul` whose A has at most kMaxRows rows (the
+//              product of its dims before the last) and whose B is a static 2-D [K, N]
+//              value stored with N innermost (not a transposed [N, K] weight, which the dot
+//              plan reads along K) of at least kMinBytes, with K divisible by S = 8 (else 4)
+//              into slices of at least kMinSliceRows rows, is
 //              reduce_sum over axis 0 of matmul(transpose(A viewed as M x S x K/S) to
 //              S x M x K/S, B viewed as S x K/S x N) viewed as S x the result's shape.
 //              The batched matmul's blocks have at most MR rows and S batch entries, so
@@ -42,8 +42,9 @@ int64_t slicesFor(const Op& mm) {
   const Type& a = mm.operand(0)->type();
   const Type& b = mm.operand(1)->type();
   const Type& y = mm.result(0)->type();
+  // f32 or f64 results only: f16 partial products would each be rounded before the sum.
   if (!a.isStatic() || !b.isStatic() || !y.isStatic() || b.rank() != 2 || a.rank() < 2 ||
-      !isFloat(y.elem()))
+      (y.elem() != ElemType::F32 && y.elem() != ElemType::F64))
     return 0;
   std::vector<int64_t> as = a.staticShape(), bs = b.staticShape();
   int64_t rows = 1;
