@@ -45,6 +45,8 @@ std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
 constexpr int64_t kMinBlocks = 8;
 // The widest block of a streamed (at most MR rows) product: its accumulator row, 32 KiB.
 constexpr int64_t kMaxStreamCols = 8192;
+// Rows of B a streamed block adds per pass over its accumulator row.
+constexpr int64_t kStreamRows = 4;
 constexpr double kMinBlockWork = 65536;
 
 // Shrinks the MC x NC block (never below MR x NR) until the product has kMinBlocks
@@ -428,22 +430,41 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     // A block of at most MR rows (a decode step): B's rows streamed in place, each k
     // adding a[i, k] * B[k, n0 .. n0 + cols) to the block accumulator's row i (a
     // contiguous, vectorizable column loop; every element of B is used once).
+    // An accumulator row wider than half of L1 (a Llama-3-8B gate projection's 8192
+    // columns) takes kStreamRows rows of B per pass (then the rest one at a time), added in
+    // k order: the same sums, with the accumulators loaded and stored once per kStreamRows
+    // rows of B instead of once per row (that projection 7.7 -> 4.6 ms).
+    bool wideRow = NC * elemTypeBytes(ae) > static_cast<int64_t>(kb.target().l1Bytes / 2);
     kb.beginFor(packs, kb.cst(1), kb.cst(1));
-    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
-    std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
-    KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
-    Value* av = kb.castTo(aval, ae);
-    Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
-    oix = batch;
-    oix.push_back(m0);
-    oix.push_back(kb.idx(OpKind::IAdd, n0, n));
-    KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
-    Value* p = kb.compute(OpKind::Mul, {av, kb.castTo(bval, ae)}, ae);
-    kb.st(kb.compute(OpKind::Add, {kb.ld(cb, {i, n}), p}, ae), cb, {i, n});
-    kb.endFor();
-    kb.endFor();
-    kb.endFor();
+    Value* kSplit =
+        wideRow ? kb.idx(OpKind::ISub, kEnd,
+                         kb.idx(OpKind::IMod, kb.idx(OpKind::ISub, kEnd, k0), kb.cst(kStreamRows)))
+                : k0;
+    for (int64_t u : wideRow ? std::vector<int64_t>{kStreamRows, 1} : std::vector<int64_t>{1}) {
+      Value* k = u > 1 ? kb.beginFor(k0, kSplit, kb.cst(u)) : kb.beginFor(kSplit, kEnd, kb.cst(1));
+      Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+      std::vector<Value*> ks, avs;
+      for (int64_t j = 0; j < u; ++j) {
+        ks.push_back(j ? kb.idx(OpKind::IAdd, k, kb.cst(j)) : k);
+        std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
+        KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, ks.back()).first));
+        avs.push_back(kb.castTo(aval, ae));
+      }
+      Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+      Value* acc = kb.ld(cb, {i, n});
+      for (int64_t j = 0; j < u; ++j) {
+        std::vector<Value*> oix = batch;
+        oix.push_back(m0);
+        oix.push_back(kb.idx(OpKind::IAdd, n0, n));
+        KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, ks[j]).second));
+        Value* p = kb.compute(OpKind::Mul, {avs[j], kb.castTo(bval, ae)}, ae);
+        acc = kb.compute(OpKind::Add, {acc, p}, ae);
+      }
+      kb.st(acc, cb, {i, n});
+      kb.endFor();
+      kb.endFor();
+      kb.endFor();
+    }
     kb.endFor();
   }
   kb.endFor();
