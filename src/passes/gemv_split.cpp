@@ -21,6 +21,8 @@
 //   %y = matmul %x, %w                  %p = matmul (transpose (reshape %x : 1x8x256)),
 //     (x: 1x2048, w: 2048x2048)   =>                (reshape %w : 8x256x2048) : 8x1x2048
 //                                       %y = reduce_sum %p {axes = [0], keepdims = 0} : 1x2048
+#include <optional>
+
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/lower/strategy.h"
@@ -37,47 +39,51 @@ constexpr int64_t kMinBytes = 1 << 20;
 // At least this many rows of B per slice.
 constexpr int64_t kMinSliceRows = 128;
 
-// The number of K slices for this matmul, or 0 when it is not rewritten.
-int64_t slicesFor(const Op& mm) {
+// A rewritten matmul's rows (A's dims before the last, multiplied), B's K and N, and the
+// number of K slices.
+struct Slicing {
+  int64_t rows, k, n, slices;
+};
+
+// How this matmul is sliced, or nothing when it is not rewritten.
+std::optional<Slicing> slicingOf(const Op& mm) {
   const Type& a = mm.operand(0)->type();
   const Type& b = mm.operand(1)->type();
   const Type& y = mm.result(0)->type();
   // f32 or f64 results only: f16 partial products would each be rounded before the sum.
   if (!a.isStatic() || !b.isStatic() || !y.isStatic() || b.rank() != 2 || a.rank() < 2 ||
       (y.elem() != ElemType::F32 && y.elem() != ElemType::F64))
-    return 0;
+    return std::nullopt;
   std::vector<int64_t> as = a.staticShape(), bs = b.staticShape();
   int64_t rows = 1;
-  for (size_t i = 0; i + 1 < as.size(); ++i) rows *= as[i];
+  for (size_t i = 0; i + 1 < as.size() && rows <= kMaxRows; ++i)
+    rows = as[i] > kMaxRows ? kMaxRows + 1 : rows * as[i];
   int64_t k = bs[0], n = bs[1];
-  if (rows < 1 || rows > kMaxRows || k * n * elemTypeBytes(b.elem()) < kMinBytes ||
-      transposedB(mm.operand(1)))
-    return 0;
+  // In double: a fuzzed program's static dims can overflow the product.
+  double bytes = static_cast<double>(k) * static_cast<double>(n) * elemTypeBytes(b.elem());
+  if (rows < 1 || rows > kMaxRows || bytes < kMinBytes || transposedB(mm.operand(1)))
+    return std::nullopt;
   for (int64_t s : {8, 4})
-    if (k % s == 0 && k / s >= kMinSliceRows) return s;
-  return 0;
+    if (k % s == 0 && k / s >= kMinSliceRows) return Slicing{rows, k, n, s};
+  return std::nullopt;
 }
 
-Result<Value*> split(Func& f, Op& mm, int64_t s) {
+Result<Value*> split(Func& f, Op& mm, const Slicing& g) {
   Builder b(&f, &mm);
   b.setLoc(mm.loc());
   b.setDevice(mm.device());
-  Value* a = mm.operand(0);
-  Value* w = mm.operand(1);
-  std::vector<int64_t> as = a->type().staticShape(), ws = w->type().staticShape();
-  int64_t k = ws[0], n = ws[1], rows = 1;
-  for (size_t i = 0; i + 1 < as.size(); ++i) rows *= as[i];
+  int64_t s = g.slices;
   auto reshape = [&](Value* v, std::vector<int64_t> dims) -> Result<Value*> {
     KILN_TRY(Op * r,
              b.create(OpKind::Reshape, {v}, {}, {Type::tensor(v->type().elem(), std::move(dims))}));
     return r->result(0);
   };
-  KILN_TRY(Value * a3, reshape(a, {rows, s, k / s}));
+  KILN_TRY(Value * a3, reshape(mm.operand(0), {g.rows, s, g.k / s}));
   Attrs ta;
   ta.set("perm", std::vector<int64_t>{1, 0, 2});
   KILN_TRY(Op * at, b.create(OpKind::Transpose, {a3}, std::move(ta)));
-  KILN_TRY(Value * w3, reshape(w, {s, k / s, n}));
-  KILN_TRY(Op * p, b.create(OpKind::Matmul, {at->result(0), w3}, mm.attrs()));
+  KILN_TRY(Value * w3, reshape(mm.operand(1), {s, g.k / s, g.n}));
+  KILN_TRY(Op * p, b.create(OpKind::Matmul, {at->result(0), w3}));
   // The partial products viewed as S x the result's shape, so that the sum is the result
   // itself (a view of it would be copied where the function returns it).
   Value* parts = p->result(0);
@@ -105,9 +111,9 @@ public:
       for (const auto& op : f->ops())
         if (op->kind() == OpKind::Matmul && opts_.covers(*op)) matmuls.push_back(op.get());
       for (Op* mm : matmuls) {
-        int64_t s = slicesFor(*mm);
-        if (s == 0) continue;
-        KILN_TRY(Value * y, split(*f, *mm, s));
+        std::optional<Slicing> g = slicingOf(*mm);
+        if (!g) continue;
+        KILN_TRY(Value * y, split(*f, *mm, *g));
         mm->result(0)->replaceAllUsesWith(y);
         mm->dropOperands();
         f->erase(mm);

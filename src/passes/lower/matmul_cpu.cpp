@@ -102,9 +102,10 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
         std::tie(sp.work, sp.traffic, sp.count) < std::tie(best->work, best->traffic, best->count))
       best = &sp;
   }
-  int64_t bestMc = best ? best->m : mc, bestNc = best ? best->n : nc;
-  mc = bestMc;
-  nc = bestNc;
+  if (best) {
+    mc = best->m;
+    nc = best->n;
+  }
 }
 
 } // namespace

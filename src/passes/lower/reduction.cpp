@@ -152,11 +152,10 @@ Result<Value*> KernelBuilder::reduceAt(const Op& op, const std::vector<Value*>& 
       axes.size() >= 2 && axes.back() - axes.front() + 1 == static_cast<int64_t>(axes.size());
   for (const Dim& d : each) adjacent = adjacent && d.isStatic();
   adjacent = adjacent && (x->isArg() || each.back().value() < 16);
-  if (adjacent) {
-    int64_t n = 1;
-    for (const Dim& d : each) n *= d.value();
-    red.extents = Shape{Dim(n)};
-  }
+  int64_t n = 1;
+  for (const Dim& d : each)
+    adjacent = adjacent && !__builtin_mul_overflow(n, d.value(), &n); // fuzzed static dims
+  if (adjacent) red.extents = Shape{Dim(n)};
   red.element = [&](const std::vector<Value*>& j) {
     std::vector<Value*> split = adjacent ? delinearize(j[0], each) : j;
     std::vector<Value*> at = xi;
