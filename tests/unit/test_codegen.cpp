@@ -216,6 +216,82 @@ TEST_CASE("split-key attention: the footprint function refuses partials that do 
   CHECK(why->find("16416") != std::string::npos);
 }
 
+TEST_CASE("staged attention: key tiles sized by the footprint function, forced plans checked") {
+  // A prefill's attention stages its keys and values in shared memory: 32 keys of a 64-dim
+  // head (16 KiB), 16 of a 128-dim head, whose q rows (128 floats per thread beside 128
+  // output floats) are shared too: 16 KiB + 32 KiB. lavapipe (32 KiB) cannot hold those q
+  // rows with 64 threads, so every thread reads its keys itself there.
+  auto head = [](int64_t d, int64_t kv) {
+    std::string q = "tensor<1x8x{s}x" + std::to_string(d) + "xf32>";
+    std::string k = "tensor<1x" + std::to_string(kv) + "x{s}x" + std::to_string(d) + "xf32>";
+    return "symbol s in [1, 4096]\nfunc @main(%q: " + q + ", %k: " + k + ", %v: " + k + ") -> (" +
+           q + ") {\n  %0 = attention %q, %k, %v {causal = 1, scale = 0.125} : " + q +
+           "\n  return %0\n}\n";
+  };
+  struct Want {
+    int64_t d;
+    const char* target;
+    std::vector<int64_t> tile;
+    uint64_t shared;
+  };
+  for (const Want& w :
+       {Want{64, "cuda:sm_90", {1, 0, 32}, 16384}, Want{128, "cuda:sm_90", {1, 0, 16}, 49152},
+        Want{128, "vulkan:nvidia-sm90", {1, 0, 16}, 49152},
+        Want{64, "vulkan:lavapipe", {1, 0, 32}, 16384}, Want{128, "vulkan:lavapipe", {1}, 0}}) {
+    CAPTURE(w.target);
+    CAPTURE(w.d);
+    auto m = parse(head(w.d, 2));
+    Status st = runCodegen(*m, optionsFor(w.target));
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.diags().str()));
+    const Op* d = m->lookupFunc("main")->ops().front().get();
+    CHECK(d->attrs().getInts("tile") == w.tile);
+    CHECK(sharedFootprint(sharedBuffersOf(*m->lookupFunc("main_dispatch_0"))) == w.shared);
+  }
+
+  // Plans forced onto the dispatch: refused with a reason, or compiled and run on sim.
+  auto forced = [](const std::string& tile, const std::string& wg) {
+    const char* ty = "tensor<1x4x{s}x128xf32>";
+    const char* kv = "tensor<1x1x{s}x128xf32>";
+    std::string args =
+        std::string("(%q: ") + ty + ", %k: " + kv + ", %v: " + kv + ") -> (" + ty + ")";
+    return std::string("symbol s in [1, 4096]\nfunc @main") + args +
+           " {\n  %0 = dispatch %q, %k, %v {kernel = \"k\", tile = " + tile +
+           ", workgroup = " + wg + "} : " + ty + "\n  return %0\n}\nfunc @k" + args +
+           " {\n  %0 = attention %q, %k, %v {causal = 1, scale = 0.125} : " + ty +
+           "\n  return %0\n}\n";
+  };
+  struct Refused {
+    const char* tile;
+    const char* target;
+    const char* why;
+  };
+  for (const Refused& r :
+       {Refused{"[1, 0, 32]", "vulkan:nvidia-sm90",
+                "needs 65536 bytes of shared memory, more than the 49152-byte limit"},
+        Refused{"[1, 0, 12]", "cuda:sm_90", "a multiple of 8 keys per stage"},
+        Refused{"[1, 0, 32]", "cpu", "stages keys in shared memory; cpu is a cpu target"}}) {
+    CAPTURE(r.tile);
+    auto m = parse(forced(r.tile, "[64, 1, 1]"));
+    Status st = runPipeline(*m, std::string("lower{target=") + r.target + "}");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.diags().str().find(r.why) != std::string::npos);
+  }
+  // 32 threads with their q rows shared and 8 keys a stage fit lavapipe (24 KiB), and give
+  // the reference's results on sim with and without the LLVM GPU targets' register rows.
+  for (const char* target : {"vulkan:lavapipe", "cuda:sm_90"}) {
+    CAPTURE(target);
+    auto m = parse(forced("[1, 0, 8]", "[32, 1, 1]"));
+    Status st = runPipeline(*m, std::string("lower{target=") + target + "}");
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.diags().str()));
+    CHECK(sharedFootprint(sharedBuffersOf(*m->lookupFunc("k"))) == (8 * 256 + 128 * 32) * 4);
+    auto ref = forced("[1, 0, 8]", "[32, 1, 1]");
+    expectSame(ref, *m,
+               {ramp(ElemType::F32, {1, 4, 37, 128}, 1.0),
+                ramp(ElemType::F32, {1, 1, 37, 128}, 0.5),
+                ramp(ElemType::F32, {1, 1, 37, 128}, 2.0)});
+  }
+}
+
 TEST_CASE("targets: every named target, device limits replace the table") {
   for (const char* n : {"cpu", "cpu:x86-64-v2", "cpu:x86-64-v3", "cpu:x86-64-v4", "vulkan:lavapipe",
                         "vulkan:nvidia-sm90", "vulkan:generic", "amdgpu:gfx90a", "amdgpu:gfx942",

@@ -37,14 +37,13 @@ namespace {
 // At most this many query rows (its upper bound) take the split-key plan on gpus: each row
 // then reads every key and value itself, which only pays when the rows are few.
 constexpr int64_t kSplitKeyMaxQueries = 4;
-// On targets that keep unrolled private arrays in registers (the LLVM GPU backends) a
-// thread's query rows and output rows (f32) live in registers when they total at most this
-// many values: their loops over the head dims are then unrolled completely. Larger heads,
-// and Vulkan targets, keep private arrays in (cached) local memory.
-constexpr int64_t kRegisterRows = 128;
-// Keys per step of the gpu kernel whose rows are registers: their scores come first (a
-// private row of this many), then one rescale of the running sum and output rows.
-constexpr int64_t kKeyTile = 8;
+// Larger heads than kAttentionRegisterRows, and Vulkan targets, keep private arrays in
+// (cached) local memory.
+constexpr int64_t kRegisterRows = kAttentionRegisterRows;
+constexpr int64_t kKeyTile = kAttentionKeyTile;
+// Keys per stage of the staged gpu plan, largest first (each a multiple of kKeyTile).
+constexpr int64_t kStagedKeys[] = {32, 16, 8};
+constexpr int64_t kStagedTileBytes = 16 * 1024;
 
 } // namespace
 
@@ -65,20 +64,48 @@ std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
   // Few queries (a decode step): one row per workgroup, its keys split over the
   // workgroup's subgroups; smaller workgroups for targets whose shared memory the partials
   // outgrow, then one thread per row.
+  // More queries: the key and value tiles staged in shared memory, the largest that fits;
+  // without shared memory enough for any, every thread reads them itself.
   int64_t sg = t.subgroupSizes.empty() ? 1 : t.subgroupSizes[0];
-  if (sg < 2 || queries > kSplitKeyMaxQueries) return {rows};
   std::vector<Plan> plans;
-  int64_t cap = std::min<int64_t>({256, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
-  for (int64_t th = cap / sg * sg; th >= sg; th = th / 2 / sg * sg)
-    plans.push_back(AttentionPlan{1, th, sg});
+  if (sg >= 2 && queries <= kSplitKeyMaxQueries) {
+    int64_t cap = std::min<int64_t>({256, t.maxWorkgroupSize[0], t.maxWorkgroupInvocations});
+    for (int64_t th = cap / sg * sg; th >= sg; th = th / 2 / sg * sg)
+      plans.push_back(AttentionPlan{1, th, sg});
+  }
+  // The largest stage whose key and value tiles take at most kStagedTileBytes (the
+  // smallest always), so that several workgroups share a multiprocessor.
+  const Type& v = s.anchor->operand(2)->type();
+  int64_t dims = q.dim(q.rank() - 1).value() + v.dim(v.rank() - 1).value();
+  for (int64_t keys : kStagedKeys)
+    if (keys == kKeyTile || keys * dims * 4 <= kStagedTileBytes)
+      plans.push_back(AttentionPlan{1, threads, 0, keys});
   plans.push_back(rows);
   return plans;
 }
 
+bool attentionQInShared(const KernelShape& s, const AttentionPlan& p) {
+  if (p.keys < 1 || p.subgroup > 0 || !s.anchor) return false;
+  const Type &q = s.anchor->operand(0)->type(), &v = s.anchor->operand(2)->type();
+  if (!q.dim(q.rank() - 1).isStatic() || !v.dim(v.rank() - 1).isStatic()) return false;
+  int64_t D = q.dim(q.rank() - 1).value(), Dv = v.dim(v.rank() - 1).value();
+  return (D + Dv) * p.rows > kRegisterRows && Dv * p.rows <= kRegisterRows;
+}
+
 std::vector<SharedBuffer> attentionSharedBuffers(const KernelShape& s, const AttentionPlan& p) {
-  if (p.subgroup < 1 || !s.anchor) return {};
+  if ((p.subgroup < 1 && p.keys < 1) || !s.anchor) return {};
   const Type& v = s.anchor->operand(2)->type();
   int64_t dv = v.dim(v.rank() - 1).isStatic() ? v.dim(v.rank() - 1).value() : 1;
+  if (p.keys > 0) {
+    // The staged key and value tiles, then the q rows ([D / G, threads x rows, G] with G = 4
+    // lanes where D allows) when they are shared.
+    const Type& q = s.anchor->operand(0)->type();
+    int64_t d = q.dim(q.rank() - 1).isStatic() ? q.dim(q.rank() - 1).value() : 1;
+    std::vector<SharedBuffer> bufs = {{ElemType::F32, {p.keys, d}}, {ElemType::F32, {p.keys, dv}}};
+    int64_t g = d % 4 == 0 ? 4 : 1;
+    if (attentionQInShared(s, p)) bufs.push_back({ElemType::F32, {d / g, p.threads * p.rows, g}});
+    return bufs;
+  }
   int64_t parts = std::max<int64_t>(p.threads / p.subgroup, 1);
   // Each subgroup's running max and sum, and its unnormalized output row.
   return {{ElemType::F32, {parts, 2}}, {ElemType::F32, {parts, dv}}};
@@ -101,6 +128,18 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
              ": a split-key attention kernel takes one row per workgroup and "
              "whole subgroups, got workgroup " +
              listStr({p.threads, 1, 1});
+    if (checkSharedMemory) return sharedMemoryProblem(tile, attentionSharedBuffers(s, p), t);
+    return std::nullopt;
+  }
+  if (p.keys != 0) {
+    std::string tile = listStr({p.rows, 0, p.keys});
+    if (t.cpu)
+      return "tile " + tile + " stages keys in shared memory; " + t.name + " is a cpu target";
+    if (p.rows < 1 || p.rows > 64 || p.threads < 1 || p.keys < 1 || p.keys % kKeyTile != 0)
+      return "tile " + tile +
+             ": a staged attention kernel takes 1 to 64 query rows per thread "
+             "and a multiple of " +
+             std::to_string(kKeyTile) + " keys per stage";
     if (checkSharedMemory) return sharedMemoryProblem(tile, attentionSharedBuffers(s, p), t);
     return std::nullopt;
   }
@@ -145,19 +184,35 @@ AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads) {
   Value* iEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, a.i0, b.cst(rows)), a.Sq);
   iEnd = b.mk(b.body(), OpKind::SSelect, {live, iEnd, a.i0}, Type::index());
   a.iEnd = b.idx(OpKind::IMax, iEnd, a.i0);
+  a.b0 = b.idx(OpKind::IMul, blk, b.cst(rows * threads));
+  Value* bEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, a.b0, b.cst(rows * threads)), a.Sq);
+  bEnd = b.mk(b.body(), OpKind::SSelect, {live, bEnd, a.b0}, Type::index());
+  a.bEnd = b.idx(OpKind::IMax, bEnd, a.b0);
+  a.lid = lid;
   a.hix = b.delinearize(head, bh); // B.. indices, then the query head
   a.kvIx.assign(a.hix.begin(), a.hix.end() - 1);
   a.kvIx.push_back(b.idx(OpKind::IFloorDiv, a.hix.back(), group));
   return a;
 }
 
-Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal) {
+namespace {
+
+Value* keyEnd(KernelBuilder& b, const AttentionRows& rows, Value* first, Value* end, bool causal) {
   Value* kEnd = rows.Sk;
   if (causal)
-    kEnd = b.idx(OpKind::IMax,
-                 b.idx(OpKind::IMin, rows.Sk, b.idx(OpKind::IAdd, rows.iEnd, rows.off)), b.cst(0));
-  return b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", rows.i0, rows.iEnd), kEnd, b.cst(0)},
-              Type::index());
+    kEnd = b.idx(OpKind::IMax, b.idx(OpKind::IMin, rows.Sk, b.idx(OpKind::IAdd, end, rows.off)),
+                 b.cst(0));
+  return b.mk(b.body(), OpKind::SSelect, {b.cmp("lt", first, end), kEnd, b.cst(0)}, Type::index());
+}
+
+} // namespace
+
+Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal) {
+  return keyEnd(b, rows, rows.i0, rows.iEnd, causal);
+}
+
+Value* attentionBlockKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal) {
+  return keyEnd(b, rows, rows.b0, rows.bEnd, causal);
 }
 
 Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero) {
@@ -168,6 +223,7 @@ Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Va
 
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   if (p.subgroup > 0) return emitSplitKeyAttention(b, p);
+  if (p.keys > 0) return emitStagedAttention(b, p);
   const Op& att = *b.shape().anchor;
   const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
   const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;

@@ -49,8 +49,10 @@ PlanAttrs attrsOf(const Plan& p) {
                           return PlanAttrs{{q.block, q.rows, q.keys}, {1, 1, 1}};
                         },
                         [](const AttentionPlan& q) {
-                          return q.subgroup > 0 ? PlanAttrs{{q.rows, q.subgroup}, {q.threads, 1, 1}}
-                                                : PlanAttrs{{q.rows}, {q.threads, 1, 1}};
+                          if (q.subgroup > 0)
+                            return PlanAttrs{{q.rows, q.subgroup}, {q.threads, 1, 1}};
+                          if (q.keys > 0) return PlanAttrs{{q.rows, 0, q.keys}, {q.threads, 1, 1}};
+                          return PlanAttrs{{q.rows}, {q.threads, 1, 1}};
                         },
                     },
                     p);
@@ -96,14 +98,21 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
   if (std::optional<std::string> why = workgroupProblem(wg, t)) return why;
   int64_t threads = wg[0] * wg[1] * wg[2];
   Plan p;
-  if (s.strategy == Strategy::Attention && tile.size() == 3) {
+  if (s.strategy == Strategy::Attention && tile.size() == 3 && tile[1] == 0) {
+    // gpu: K/V tiles staged in shared memory, tile [rows, 0, keys].
+    if (wg[1] != 1 || wg[2] != 1)
+      return "an attention kernel with staged keys (tile " + listStr(tile) +
+             ") takes workgroup [threads, 1, 1], got " + listStr(wg);
+    p = AttentionPlan{tile[0], wg[0], 0, tile[2]};
+  } else if (s.strategy == Strategy::Attention && tile.size() == 3) {
     if (threads != 1)
       return "a cpu attention kernel (tile " + listStr(tile) + ") takes workgroup [1, 1, 1]";
     p = CpuAttentionPlan{tile[0], tile[1], tile[2]};
   } else if (s.strategy == Strategy::Attention) {
     if (tile.empty() || tile.size() > 2 || wg[1] != 1 || wg[2] != 1)
-      return "an attention kernel takes tile [rows] or [1, subgroup] with workgroup [threads, 1, "
-             "1] (or [block, rows, keys] with workgroup [1, 1, 1] on cpu), got tile " +
+      return "an attention kernel takes tile [rows], [1, subgroup] or [rows, 0, keys] with "
+             "workgroup [threads, 1, 1] (or [block, rows, keys] with workgroup [1, 1, 1] on cpu), "
+             "got tile " +
              listStr(tile) + " and workgroup " + listStr(wg);
     if (tile.size() == 2 && tile[1] < 1)
       return "an attention kernel's tile [1, subgroup] needs a subgroup of at least 1 thread, "

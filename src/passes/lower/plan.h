@@ -11,6 +11,7 @@
 //   GpuReducePlan{2, 32, 8}           tile = [2, 32, 8],          workgroup = [32, 2, 1]
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
 //   AttentionPlan{1, 256, 32}         tile = [1, 32],             workgroup = [256, 1, 1]
+//   AttentionPlan{1, 64, 0, 32}       tile = [1, 0, 32],          workgroup = [64, 1, 1]
 //   CpuAttentionPlan{64, 4, 64}       tile = [64, 4, 64],         workgroup = [1, 1, 1]
 //   GpuGemvPlan{1, 32, 8}             tile = [1, 8],              workgroup = [32, 8, 1]
 #pragma once
@@ -65,9 +66,11 @@ struct GpuReducePlan {
 // attention: each thread owns `rows` query rows of one (batch, head), `threads` threads per
 // workgroup; or, with `subgroup` > 0 (gpu, few queries: a decode step), the workgroup owns
 // one query row and splits its keys: each subgroup of `subgroup` threads takes every
-// (threads / subgroup)-th key, its lanes split the head dims.
+// (threads / subgroup)-th key, its lanes split the head dims; or, with `keys` > 0 (gpu),
+// the workgroup stages `keys` keys and values at a time in shared memory and its threads
+// read them from there.
 struct AttentionPlan {
-  int64_t rows = 1, threads = 64, subgroup = 0;
+  int64_t rows = 1, threads = 64, subgroup = 0, keys = 0;
 };
 // cpu attention: each workgroup (one thread) owns `block` query rows of one (batch, head)
 // and streams the keys in tiles of `keys`; each tile's scores are a `rows` x `keys`

@@ -178,8 +178,21 @@ std::vector<Plan> attentionPlans(const KernelShape& s, const TargetDesc& t,
 std::optional<std::string> strategyProblem(const KernelShape& s, const AttentionPlan& p,
                                            const TargetDesc& t, bool checkSharedMemory);
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p);
-// The shared buffers the plan needs: none, or the split-key plan's per-subgroup partials.
+// The shared buffers the plan needs: none, the split-key plan's per-subgroup partials, or
+// the staged plan's key and value tiles (and its q rows when they leave registers).
 std::vector<SharedBuffer> attentionSharedBuffers(const KernelShape& s, const AttentionPlan& p);
+// Whether a staged plan keeps its threads' q rows in shared memory: on every target when
+// q and output rows together outgrow kAttentionRegisterRows but the output rows alone fit.
+bool attentionQInShared(const KernelShape& s, const AttentionPlan& p);
+// On targets that keep unrolled private arrays in registers (the LLVM GPU backends) a
+// thread's q rows and output rows (f32) live in registers when they total at most this
+// many values: their loops over the head dims are then unrolled completely.
+constexpr int64_t kAttentionRegisterRows = 128;
+// Keys per step of a gpu kernel whose rows are registers: their scores come first (a
+// private row of this many), then one rescale of the running sum and output rows.
+constexpr int64_t kAttentionKeyTile = 8;
+// attention_staged.cpp: the staged kernel (AttentionPlan with keys > 0).
+Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p);
 // attention_split.cpp: the split-key kernel (AttentionPlan with a subgroup).
 Status emitSplitKeyAttention(KernelBuilder& b, const AttentionPlan& p);
 // The query rows of an attention kernel's workgroups: `rows` per thread, `threads` per
@@ -192,11 +205,16 @@ struct AttentionRows {
   Value* off = nullptr; // Sk - Sq: with causal = 1, query i sees keys j <= i + off
   Value* i0 = nullptr;  // this thread's rows [i0, iEnd) (empty past the grid's end)
   Value* iEnd = nullptr;
+  Value* b0 = nullptr; // the workgroup's rows [b0, bEnd) (empty past the grid's end)
+  Value* bEnd = nullptr;
+  Value* lid = nullptr; // the thread's index in the workgroup
 };
 AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads);
 // The end of the keys that rows [i0, iEnd) see: all of them, or with `causal` up to the last
 // row's limit (iEnd + off); 0 for a thread past the grid's end.
 Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal);
+// The same for the workgroup's rows [b0, bEnd): the same value in every thread of it.
+Value* attentionBlockKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal);
 // The online softmax's weight e^(x - max) in f32, or 0 where x is -inf (never
 // exp(-inf - -inf)); `negInf` and `zero` are the f32 constants.
 Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero);
