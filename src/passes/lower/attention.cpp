@@ -131,6 +131,21 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
     if (checkSharedMemory) return sharedMemoryProblem(tile, attentionSharedBuffers(s, p), t);
     return std::nullopt;
   }
+  if (p.heads != 1) {
+    std::string tile = listStr({p.rows, p.heads});
+    if (!t.cpu) return "tile " + tile + " takes several heads per thread, a cpu plan";
+    const Type &q = s.anchor->operand(0)->type(), &k = s.anchor->operand(1)->type();
+    const Dim &hq = q.dim(q.rank() - 3), &hk = k.dim(k.rank() - 3);
+    if (p.heads < 1 || !hq.isStatic() || !hk.isStatic() || hk.value() < 1 ||
+        hq.value() % hk.value() != 0 || (hq.value() / hk.value()) % p.heads != 0)
+      return "tile " + tile + ": the heads per thread must divide the query heads per kv head";
+    if (p.rows < 1 || p.rows * p.heads > 64 || p.threads != 1)
+      return "tile " + tile +
+             ": a thread takes at most 64 rows of its heads, with workgroup "
+             "[1, 1, 1], got workgroup " +
+             listStr({p.threads, 1, 1});
+    return std::nullopt;
+  }
   if (p.keys != 0) {
     std::string tile = listStr({p.rows, 0, p.keys});
     if (t.cpu)
@@ -150,14 +165,17 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
   return std::nullopt;
 }
 
-AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads) {
+AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads, int64_t perHead) {
   const Op& att = *b.shape().anchor;
   const Shape &qs = att.operand(0)->type().shape(), &ks = att.operand(1)->type().shape();
   size_t r = qs.size();
   AttentionRows a;
   // Prologue: extents, the grid (query blocks x batch-heads, folded under the grid cap).
   Shape bh(qs.begin(), qs.begin() + static_cast<long>(r - 2)); // B.. x Hq
+  // With perHead > 1 a workgroup takes perHead consecutive heads (the plan checked that
+  // they divide the heads of a kv group): its head index counts groups of them.
   Value* heads = b.product(bh, 0, bh.size());
+  if (perHead > 1) heads = b.idx(OpKind::IFloorDiv, heads, b.cst(perHead), b.prologue());
   a.Sq = b.dim(qs[r - 2]);
   a.Sk = b.dim(ks[r - 2]);
   Value* group = b.idx(OpKind::IFloorDiv, b.dim(qs[r - 3]), b.dim(ks[r - 3]), b.prologue());
@@ -178,6 +196,7 @@ AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads) {
   Value* live = b.cmp("lt", g, total);
   g = b.mk(b.body(), OpKind::SSelect, {live, g, b.cst(0)}, Type::index());
   Value* head = b.idx(OpKind::IFloorDiv, g, blocks);
+  if (perHead > 1) head = b.idx(OpKind::IMul, head, b.cst(perHead));
   Value* blk = b.idx(OpKind::IMod, g, blocks);
   a.i0 = b.idx(OpKind::IMul, b.idx(OpKind::IAdd, b.idx(OpKind::IMul, blk, b.cst(threads)), lid),
                b.cst(rows));
@@ -233,9 +252,9 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   const ElemType f = ElemType::F32;
   double scale = att.attrs().getFloat("scale");
   bool causal = att.attrs().getInt("causal") != 0;
-  AttentionRows rows = attentionRows(b, p.rows, p.threads);
+  AttentionRows rows = attentionRows(b, p.rows, p.threads, p.heads);
   Value *Sq = rows.Sq, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
-  const std::vector<Value*>&hix = rows.hix, &kvIx = rows.kvIx;
+  const std::vector<Value*>& kvIx = rows.kvIx;
 
   // Private state, rows innermost so that the per-row updates are vector operations on
   // cpu: q transposed [D, R], the output rows transposed [Dv, R], and per row the running
@@ -246,7 +265,9 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     for (int64_t d : dims) s.push_back(Dim(d));
     return b.mk(b.body(), OpKind::Alloc, {}, Type::buffer(f, s, MemSpace::Private));
   };
-  int64_t R = p.rows;
+  // A thread's R private rows: `rows` query rows of each of its `heads` heads (head-major),
+  // all reading one kv head.
+  int64_t R = p.rows * p.heads;
   bool inRegisters = b.target().unrolledArraysInRegisters && (D + Dv) * R <= kRegisterRows;
   auto headLoop = [&](int64_t n) {
     Value* i = b.beginFor(b.cst(0), b.cst(n), b.cst(1));
@@ -258,18 +279,26 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   Value* mBuf = priv({R});
   Value* lBuf = priv({R});
   Value* aBuf = priv({R});
-  Value* pBuf = priv({R});
   Value* negInf = b.scst(f, -INFINITY);
   Value* zero = b.scst(f, 0);
   Value* lastRow = b.idx(OpKind::ISub, Sq, b.cst(1), b.prologue());
-  auto rowOf = [&](Value* r) { return b.idx(OpKind::IAdd, i0, r); };
+  auto rowOf = [&](Value* r) {
+    return b.idx(OpKind::IAdd, i0, p.heads > 1 ? b.idx(OpKind::IMod, r, b.cst(p.rows)) : r);
+  };
   auto loadRow = [&](Value* r) { return b.idx(OpKind::IMin, rowOf(r), lastRow); };
+  // The batch indices and query head of private row r.
+  auto hixOf = [&](Value* r) {
+    std::vector<Value*> h = rows.hix;
+    if (p.heads > 1)
+      h.back() = b.idx(OpKind::IAdd, h.back(), b.idx(OpKind::IFloorDiv, r, b.cst(p.rows)));
+    return h;
+  };
   {
     Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(negInf, mBuf, {r});
     Value* il = loadRow(r);
     Value* d = headLoop(D);
-    std::vector<Value*> ix = hix;
+    std::vector<Value*> ix = hixOf(r);
     ix.push_back(il);
     ix.push_back(d);
     KILN_TRY(Value * x, b.emitAt(qv, ix));
@@ -280,24 +309,38 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
 
   // The keys the block sees: all, or up to its last row's causal limit, TK at a time: every
   // key's score first, then one rescale of the running sum and output rows per tile.
-  int64_t TK = inRegisters ? kKeyTile : 1;
+  // cpu's rows plan takes keys kKeyTile at a time too: its loops are not unrolled, but the
+  // tile's keys are independent sums along the head dims and its rows share one rescale.
+  int64_t TK = inRegisters || b.target().cpu ? kKeyTile : 1;
+  bool unroll = inRegisters;
   Value* sT = priv({TK, R});
+  Value* pT = priv({TK, R});
   Value* kEnd = attentionKeyEnd(b, rows, causal);
   Value* lastKey = b.idx(OpKind::ISub, kEnd, b.cst(1));
   Value* j0 = b.beginFor(b.cst(0), kEnd, b.cst(TK));
-  {
-    // s_r = q_r . k_j for every row r: k_j's elements each scale the row vector. Keys past
-    // kEnd in the last tile read the last key and score -inf.
-    Value* t = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
-    if (inRegisters) b.unrollLoop();
+  // Key t of the tile, and the key it reads: keys past kEnd in the last tile read the last
+  // key and score -inf.
+  auto keyAt = [&](Value* t) {
     Value* j = b.idx(OpKind::IAdd, j0, t);
-    Value* jl = TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j;
+    return std::pair{j, TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j};
+  };
+  auto tileLoop = [&]() {
+    Value* t = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
+    if (unroll) b.unrollLoop();
+    return t;
+  };
+  {
+    // s_tr = q_r . k_t for every key t of the tile and row r, one head dim at a time for
+    // all of them (independent sums): k_t's element scales the row vector.
+    Value* t = tileLoop();
     Value* r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(zero, sT, {t, r});
     b.endFor();
+    b.endFor();
     Value* d = headLoop(D);
+    t = tileLoop();
     std::vector<Value*> kix = kvIx;
-    kix.push_back(jl);
+    kix.push_back(keyAt(t).second);
     kix.push_back(d);
     KILN_TRY(Value * kx, b.emitAt(kv, kix));
     Value* kd = b.castTo(kx, f);
@@ -307,10 +350,13 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
          sT, {t, r});
     b.endFor();
     b.endFor();
+    b.endFor();
+    t = tileLoop();
+    auto [j, jl] = keyAt(t);
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     Value* sc = b.compute(OpKind::Mul, {b.ld(sT, {t, r}), b.scst(f, scale)}, f);
     if (mv) {
-      std::vector<Value*> six = hix;
+      std::vector<Value*> six = hixOf(r);
       six.push_back(loadRow(r));
       six.push_back(jl);
       KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
@@ -325,8 +371,9 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     b.endFor();
     b.endFor();
 
-    // The online-softmax update of each row over the tile; a -inf running max or score
-    // weighs 0 (never exp(-inf - -inf)).
+    // The online-softmax update of each row over the tile: the new max, one rescale
+    // factor, each key's weight (a -inf running max or score weighs 0, never
+    // exp(-inf - -inf)) and the running sum, in key order.
     auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     Value* m = b.ld(mBuf, {r});
@@ -336,32 +383,28 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     Value* alpha = weight(m, mNew);
     b.st(mNew, mBuf, {r});
     b.st(alpha, aBuf, {r});
-    b.st(b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f), lBuf, {r});
+    Value* l = b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f);
+    for (int64_t k = 0; k < TK; ++k) {
+      Value* pk = weight(b.ld(sT, {b.cst(k), r}), mNew);
+      b.st(pk, pT, {b.cst(k), r});
+      l = b.compute(OpKind::Add, {l, pk}, f);
+    }
+    b.st(l, lBuf, {r});
     b.endFor();
-    // acc_r *= alpha_r, then acc_r += p_rt * v_t for each key t of the tile.
+    // Per value dim: acc_r *= alpha_r, then acc_r += p_tr * v_t for each key t in order.
     Value* e = headLoop(Dv);
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(b.compute(OpKind::Mul, {b.ld(accT, {e, r}), b.ld(aBuf, {r})}, f), accT, {e, r});
     b.endFor();
-    b.endFor();
-    Value* t2 = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
-    if (inRegisters) b.unrollLoop();
-    Value* jv = TK > 1 ? b.idx(OpKind::IMin, b.idx(OpKind::IAdd, j0, t2), lastKey)
-                       : b.idx(OpKind::IAdd, j0, t2);
-    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    Value* pj = weight(b.ld(sT, {t2, r}), b.ld(mBuf, {r}));
-    b.st(pj, pBuf, {r});
-    b.st(b.compute(OpKind::Add, {b.ld(lBuf, {r}), pj}, f), lBuf, {r});
-    b.endFor();
-    e = headLoop(Dv);
+    t = tileLoop();
     std::vector<Value*> vix = kvIx;
-    vix.push_back(jv);
+    vix.push_back(keyAt(t).second);
     vix.push_back(e);
     KILN_TRY(Value * vx, b.emitAt(vv, vix));
     Value* ve = b.castTo(vx, f);
     r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
     b.st(b.compute(OpKind::Add,
-                   {b.ld(accT, {e, r}), b.compute(OpKind::Mul, {b.ld(pBuf, {r}), ve}, f)}, f),
+                   {b.ld(accT, {e, r}), b.compute(OpKind::Mul, {b.ld(pT, {t, r}), ve}, f)}, f),
          accT, {e, r});
     b.endFor();
     b.endFor();
@@ -379,7 +422,8 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   Value* e = headLoop(Dv);
   std::vector<Value*> st{live, b.castTo(b.compute(OpKind::Div, {b.ld(accT, {e, ro}), l}, f), oe),
                          b.output(0)};
-  st.insert(st.end(), hix.begin(), hix.end());
+  std::vector<Value*> oix = hixOf(ro);
+  st.insert(st.end(), oix.begin(), oix.end());
   st.push_back(i);
   st.push_back(e);
   b.body().createUnchecked(OpKind::MaskedStore, st, {}, {});

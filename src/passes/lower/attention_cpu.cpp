@@ -11,7 +11,9 @@
 //           fewer until there are 16 workgroups), `rows` = 4 rows per register block,
 //           `keys` per tile: up to 4 vectors, as many as rows x keys accumulators leave
 //           room for in the vector registers (64 with AVX-512). At most `rows` queries
-//           (a decode step) keep AttentionPlan{queries, 1} (attention.cpp).
+//           (a decode step) keep the rows plan of attention.cpp, AttentionPlan{queries, 1,
+//           0, 0, heads} (tile [queries, heads]): each thread takes the queries of `heads`
+//           query heads that share a kv head, so it reads those keys and values once.
 // Emits:    per workgroup, its q rows in private memory; per key tile: the tile's keys
 //           packed transposed ([D, keys], contiguous along the keys; the values too when a
 //           prologue computes them), then per register block of `rows` rows that sees a key
@@ -43,6 +45,8 @@ constexpr int64_t kMaxBlock = 64;
 // Workgroups a kernel should have at least, so that the cpu's threads share it (and the
 // causal blocks, whose work grows along the queries, even out).
 constexpr int64_t kMinWorkgroups = 16;
+// A decode step's thread takes at most this many rows (queries x heads of one kv head).
+constexpr int64_t kMaxDecodeRows = 16;
 
 int64_t lanes(const TargetDesc& t) { return std::max<int64_t>(1, t.preferredVectorBits / 32); }
 // Vector registers free for accumulators (the rest hold a loaded row and a broadcast).
@@ -58,7 +62,20 @@ std::vector<Plan> cpuAttentionPlans(const KernelShape& s, const TargetDesc& t,
   int64_t queries = upperBound(q.dim(q.rank() - 2), syms);
   // A decode step (at most a register block of rows, most often one) would pack each key
   // tile for one block's use, mostly for rows past its end: its rows stream the keys.
-  if (queries <= kRows) return {AttentionPlan{queries, 1}};
+  // Its rows take every query head of their kv head (up to kMaxDecodeRows rows in all), so
+  // that the keys and values are read once per kv head and each key's update is a vector
+  // operation over the heads' rows.
+  if (queries <= kRows) {
+    const Type& k = s.anchor->operand(1)->type();
+    const Dim &hq = q.dim(q.rank() - 3), &hk = k.dim(k.rank() - 3);
+    int64_t group = hq.isStatic() && hk.isStatic() && hk.value() > 0 && hq.value() % hk.value() == 0
+                        ? hq.value() / hk.value()
+                        : 1;
+    int64_t heads = 1;
+    for (int64_t h = 2; h <= group; ++h)
+      if (group % h == 0 && queries * h <= kMaxDecodeRows) heads = h;
+    return {AttentionPlan{queries, 1, 0, 0, heads}};
+  }
   int64_t keys = std::clamp<int64_t>(accVectors(t) / kRows, 1, 4) * lanes(t);
   int64_t heads = 1;
   for (int64_t i = 0; i + 2 < q.rank(); ++i)

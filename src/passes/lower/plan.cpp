@@ -52,6 +52,7 @@ PlanAttrs attrsOf(const Plan& p) {
                           if (q.subgroup > 0)
                             return PlanAttrs{{q.rows, q.subgroup}, {q.threads, 1, 1}};
                           if (q.keys > 0) return PlanAttrs{{q.rows, 0, q.keys}, {q.threads, 1, 1}};
+                          if (q.heads > 1) return PlanAttrs{{q.rows, q.heads}, {q.threads, 1, 1}};
                           return PlanAttrs{{q.rows}, {q.threads, 1, 1}};
                         },
                     },
@@ -111,14 +112,17 @@ std::optional<std::string> planFromAttrs(const KernelShape& s, const PlanAttrs& 
   } else if (s.strategy == Strategy::Attention) {
     if (tile.empty() || tile.size() > 2 || wg[1] != 1 || wg[2] != 1)
       return "an attention kernel takes tile [rows], [1, subgroup] or [rows, 0, keys] with "
-             "workgroup [threads, 1, 1] (or [block, rows, keys] with workgroup [1, 1, 1] on cpu), "
-             "got tile " +
+             "workgroup [threads, 1, 1] (on cpu [rows], [rows, heads] or [block, rows, keys] with "
+             "workgroup [1, 1, 1]), got tile " +
              listStr(tile) + " and workgroup " + listStr(wg);
     if (tile.size() == 2 && tile[1] < 1)
       return "an attention kernel's tile [1, subgroup] needs a subgroup of at least 1 thread, "
              "got " +
              listStr(tile);
-    p = AttentionPlan{tile[0], wg[0], tile.size() == 2 ? tile[1] : 0};
+    if (tile.size() == 2 && t.cpu) // cpu: [rows, heads]; gpu: [1, subgroup]
+      p = AttentionPlan{tile[0], wg[0], 0, 0, tile[1]};
+    else
+      p = AttentionPlan{tile[0], wg[0], tile.size() == 2 ? tile[1] : 0};
   } else if (s.strategy == Strategy::Pointwise && tile.size() == 2) {
     if (threads != 1)
       return "a cpu pointwise kernel takes tile [rows, columns] with workgroup [1, 1, 1], got "

@@ -12,6 +12,7 @@
 //   AttentionPlan{8, 1}               tile = [8],                 workgroup = [1, 1, 1]
 //   AttentionPlan{1, 256, 32}         tile = [1, 32],             workgroup = [256, 1, 1]
 //   AttentionPlan{1, 64, 0, 32}       tile = [1, 0, 32],          workgroup = [64, 1, 1]
+//   AttentionPlan{1, 1, 0, 0, 8}      tile = [1, 8],              workgroup = [1, 1, 1] (cpu)
 //   CpuAttentionPlan{64, 4, 64}       tile = [64, 4, 64],         workgroup = [1, 1, 1]
 //   GpuGemvPlan{1, 32, 8}             tile = [1, 8],              workgroup = [32, 8, 1]
 #pragma once
@@ -68,9 +69,10 @@ struct GpuReducePlan {
 // one query row and splits its keys: each subgroup of `subgroup` threads takes every
 // (threads / subgroup)-th key, its lanes split the head dims; or, with `keys` > 0 (gpu),
 // the workgroup stages `keys` keys and values at a time in shared memory and its threads
-// read them from there.
+// read them from there; with `heads` > 1 (cpu), a thread owns `rows` query rows of each of
+// `heads` consecutive query heads that read the same kv head, which it then reads once.
 struct AttentionPlan {
-  int64_t rows = 1, threads = 64, subgroup = 0, keys = 0;
+  int64_t rows = 1, threads = 64, subgroup = 0, keys = 0, heads = 1;
 };
 // cpu attention: each workgroup (one thread) owns `block` query rows of one (batch, head)
 // and streams the keys in tiles of `keys`; each tile's scores are a `rows` x `keys`

@@ -209,7 +209,9 @@ struct AttentionRows {
   Value* bEnd = nullptr;
   Value* lid = nullptr; // the thread's index in the workgroup
 };
-AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads);
+// With perHead > 1, each workgroup takes perHead consecutive query heads (of one kv head):
+// hix names the first.
+AttentionRows attentionRows(KernelBuilder& b, int64_t rows, int64_t threads, int64_t perHead = 1);
 // The end of the keys that rows [i0, iEnd) see: all of them, or with `causal` up to the last
 // row's limit (iEnd + off); 0 for a thread past the grid's end.
 Value* attentionKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool causal);
