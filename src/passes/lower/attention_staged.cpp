@@ -45,13 +45,13 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   const std::vector<Value*>&hix = rows.hix, &kvIx = rows.kvIx;
 
   // Registers: where the target keeps unrolled private arrays there, the loops over the
-  // head dims are unrolled and keys come kAttentionKeyTile at a time, the tiles read 4 lanes
-  // per load. q rows that do not fit beside the output rows are shared (each thread reads
-  // only its own).
+  // head dims are unrolled and keys come kAttentionKeyTile at a time. The tiles are read 4
+  // lanes per load where the head dims allow, on every target. q rows that do not fit beside
+  // the output rows are shared (each thread reads only its own).
   bool qShared = attentionQInShared(b.shape(), p);
   int64_t regs = qShared ? Dv * R : (D + Dv) * R;
   bool inRegisters = b.target().unrolledArraysInRegisters && regs <= kAttentionRegisterRows;
-  int64_t G = inRegisters && D % 4 == 0 && Dv % 4 == 0 ? 4 : 1;
+  int64_t G = D % 4 == 0 && Dv % 4 == 0 ? 4 : 1;
   int64_t TK = inRegisters ? kAttentionKeyTile : 1;
   int64_t QG = D % 4 == 0 ? 4 : 1; // the shared q rows' lanes (attentionSharedBuffers)
 
@@ -68,6 +68,13 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   auto headLoop = [&](int64_t n) {
     Value* i = b.beginFor(b.cst(0), b.cst(n), b.cst(1));
     if (inRegisters) b.unrollLoop();
+    return i;
+  };
+  // The lanes of one 4-lane read: unrolled on every target (their private array's indices
+  // become constants; SPIR-V asks the driver with the Unroll loop control).
+  auto laneLoop = [&]() {
+    Value* i = b.beginFor(b.cst(0), b.cst(G), b.cst(1));
+    if (G > 1) b.unrollLoop();
     return i;
   };
   Value* Ks = shared({SK, D});
@@ -184,7 +191,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
       Value* t = headLoop(TK);
       Value* kt = keyAt(t).second;
       readGroup(Ks, kt, g);
-      Value* c = headLoop(G);
+      Value* c = laneLoop();
       Value* kd = lane(Ks, kt, g, c);
       Value* d = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, g, b.cst(G)), c);
       Value* rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
@@ -245,7 +252,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
     // acc_r = acc_r * alpha_r + sum_t p_tr * v_t, G value dims at a time.
     {
       Value* g = headLoop(Dv / G);
-      Value* c = headLoop(G);
+      Value* c = laneLoop();
       Value* e = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, g, b.cst(G)), c);
       Value* rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
       b.st(b.compute(OpKind::Mul, {b.ld(accT, {e, rr}), b.ld(aBuf, {rr})}, f), accT, {e, rr});
@@ -254,7 +261,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
       Value* t = headLoop(TK);
       Value* vt = keyAt(t).second;
       readGroup(Vs, vt, g);
-      c = headLoop(G);
+      c = laneLoop();
       e = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, g, b.cst(G)), c);
       Value* ve = lane(Vs, vt, g, c);
       rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
