@@ -8,19 +8,22 @@
 // Plan:     AttentionPlan{rows, threads}: each thread owns `rows` consecutive query rows of
 //           one (batch, head); cpu: CpuAttentionPlan (key tiles, register blocks:
 //           attention_cpu.cpp), or with at most 4 queries (a decode step) one thread per
-//           workgroup with rows = the queries; gpu: 64 threads, one row each; with at
+//           workgroup with rows = the queries of `heads` query heads that read one kv head
+//           (AttentionPlan{queries, 1, 0, 0, heads}); gpu: 64 threads, one row each, keys
+//           and values staged in shared memory (AttentionPlan{1, 64, 0, keys}: the kernel
+//           of attention_staged.cpp) or, where no stage fits, read by each thread; with at
 //           most 4 query rows on a gpu with subgroups, AttentionPlan{1, threads,
 //           subgroup}: the split-key kernel of attention_split.cpp (one workgroup per row,
 //           its keys over the subgroups).
-// Emits:    workgroups over (batch x heads) x query blocks; per key j (up to the block's
-//           last causal key): s = scale * q.k_j (+ mask), m' = max(m, s),
-//           l = l*e^(m-m') + e^(s-m'), acc = acc*e^(m-m') + e^(s-m') * v_j, in f32; then
-//           out = acc / l. A key hidden by the causal flag or a -inf mask weighs 0; a row
-//           that sees no key gives NaN like the reference (0 / 0). Where the target keeps
-//           unrolled private arrays in registers (cuda, amdgpu) and the q and output rows
-//           fit kRegisterRows, the loops over the head dims are marked unroll=1 and keys
-//           come kKeyTile at a time: the tile's scores, one rescale by e^(m-m'), then each
-//           key's weight and value update.
+// Emits:    workgroups over (batch x heads) x query blocks; per tile of keys j (up to the
+//           block's last causal key): s = scale * q.k_j (+ mask), m' = max(m, s of the
+//           tile), l = l*e^(m-m') + sum e^(s-m'), acc = acc*e^(m-m') + sum e^(s-m') * v_j,
+//           in f32; then out = acc / l. A key hidden by the causal flag or a -inf mask
+//           weighs 0; a row that sees no key gives NaN like the reference (0 / 0). Tiles
+//           are kKeyTile keys on cpu and where the target keeps unrolled private arrays in
+//           registers (cuda, amdgpu) and the q and output rows fit kRegisterRows (the loops
+//           over the head dims then marked unroll=1), else one key; a tile's scores are
+//           summed along the head dims together (the head dim outer, its keys inner).
 //
 //   %o = attention %q, %k, %v {causal = 1}    =>   for j < min(Sk, last + Sk - Sq + 1):
 //     : tensor<1x4x{s}x8xf32>                        for i in block: online softmax update
