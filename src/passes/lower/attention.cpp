@@ -243,20 +243,107 @@ Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Va
   return b.compute(OpKind::Select, {b.compute(OpKind::Eq, {x, negInf}, ElemType::I1), zero, e}, f);
 }
 
+Status attentionMaskTile(KernelBuilder& b, const AttentionRows& rows, const AttentionTile& t) {
+  const Op& att = *b.shape().anchor;
+  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
+  const ElemType f = ElemType::F32;
+  Value* k = b.beginFor(b.cst(0), b.cst(t.keys), b.cst(1));
+  if (t.unroll) b.unrollLoop();
+  Value* j = b.idx(OpKind::IAdd, t.j0, k);
+  Value* jl = t.keys > 1 ? b.idx(OpKind::IMin, j, t.lastKey) : j;
+  Value* r = b.beginFor(b.cst(0), b.cst(t.rows), b.cst(1));
+  Value* sc =
+      b.compute(OpKind::Mul, {b.ld(t.scores, {k, r}), b.scst(f, att.attrs().getFloat("scale"))}, f);
+  if (mv) {
+    std::vector<Value*> six = t.hixOf(r);
+    six.push_back(t.loadRow(r));
+    six.push_back(jl);
+    KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
+    sc = b.compute(OpKind::Add, {sc, b.castTo(mx, f)}, f);
+  }
+  if (att.attrs().getInt("causal") != 0) {
+    Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, t.rowOf(r), rows.off));
+    sc = b.compute(OpKind::Select, {hidden, t.negInf, sc}, f);
+  }
+  if (t.keys > 1) sc = b.compute(OpKind::Select, {b.cmp("lt", j, t.kEnd), sc, t.negInf}, f);
+  b.st(sc, t.scores, {k, r});
+  b.endFor();
+  b.endFor();
+  return ok();
+}
+
+void attentionSoftmaxTile(KernelBuilder& b, const AttentionTile& t) {
+  const ElemType f = ElemType::F32;
+  auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, t.negInf, t.zero); };
+  Value* r = b.beginFor(b.cst(0), b.cst(t.rows), b.cst(1));
+  Value* m = b.ld(t.max, {r});
+  Value* mNew = m;
+  for (int64_t k = 0; k < t.keys; ++k)
+    mNew = b.compute(OpKind::Max, {mNew, b.ld(t.scores, {b.cst(k), r})}, f);
+  Value* alpha = weight(m, mNew);
+  b.st(mNew, t.max, {r});
+  b.st(alpha, t.alpha, {r});
+  Value* l = b.compute(OpKind::Mul, {b.ld(t.sum, {r}), alpha}, f);
+  for (int64_t k = 0; k < t.keys; ++k) {
+    Value* pk = weight(b.ld(t.scores, {b.cst(k), r}), mNew);
+    b.st(pk, t.weights, {b.cst(k), r});
+    l = b.compute(OpKind::Add, {l, pk}, f);
+  }
+  b.st(l, t.sum, {r});
+  b.endFor();
+}
+
+void attentionRescaleRows(KernelBuilder& b, const AttentionTile& t, Value* acc, Value* e) {
+  const ElemType f = ElemType::F32;
+  Value* r = b.beginFor(b.cst(0), b.cst(t.rows), b.cst(1));
+  b.st(b.compute(OpKind::Mul, {b.ld(acc, {e, r}), b.ld(t.alpha, {r})}, f), acc, {e, r});
+  b.endFor();
+}
+
+void attentionAccumulateRows(KernelBuilder& b, const AttentionTile& t, Value* acc, Value* e,
+                             Value* k, Value* v) {
+  const ElemType f = ElemType::F32;
+  Value* r = b.beginFor(b.cst(0), b.cst(t.rows), b.cst(1));
+  Value* pv = b.compute(OpKind::Mul, {b.ld(t.weights, {k, r}), v}, f);
+  b.st(b.compute(OpKind::Add, {b.ld(acc, {e, r}), pv}, f), acc, {e, r});
+  b.endFor();
+}
+
+void attentionStoreRows(KernelBuilder& b, const AttentionRows& rows, const AttentionTile& t,
+                        Value* acc, int64_t dv, bool unroll) {
+  // A static loop over the thread's rows, so that the private arrays' indices are constants
+  // once it is unrolled.
+  const ElemType f = ElemType::F32;
+  ElemType oe = b.shape().anchor->result()->type().elem();
+  Value* r = b.beginFor(b.cst(0), b.cst(t.rows), b.cst(1));
+  Value* i = t.rowOf(r);
+  Value* live = b.cmp("lt", i, rows.iEnd);
+  Value* l = b.ld(t.sum, {r});
+  Value* e = b.beginFor(b.cst(0), b.cst(dv), b.cst(1));
+  if (unroll) b.unrollLoop();
+  std::vector<Value*> st{live, b.castTo(b.compute(OpKind::Div, {b.ld(acc, {e, r}), l}, f), oe),
+                         b.output(0)};
+  std::vector<Value*> oix = t.hixOf(r);
+  st.insert(st.end(), oix.begin(), oix.end());
+  st.push_back(i);
+  st.push_back(e);
+  b.body().createUnchecked(OpKind::MaskedStore, st, {}, {});
+  b.endFor();
+  b.endFor();
+}
+
 Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   if (p.subgroup > 0) return emitSplitKeyAttention(b, p);
   if (p.keys > 0) return emitStagedAttention(b, p);
   const Op& att = *b.shape().anchor;
   const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
-  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
   const Shape &qs = qv->type().shape(), &vs = vv->type().shape();
   size_t r = qs.size();
   int64_t D = qs[r - 1].value(), Dv = vs[r - 1].value();
   const ElemType f = ElemType::F32;
-  double scale = att.attrs().getFloat("scale");
   bool causal = att.attrs().getInt("causal") != 0;
   AttentionRows rows = attentionRows(b, p.rows, p.threads, p.heads);
-  Value *Sq = rows.Sq, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
+  Value *Sq = rows.Sq, *i0 = rows.i0;
   const std::vector<Value*>& kvIx = rows.kvIx;
 
   // Private state, rows innermost so that the per-row updates are vector operations on
@@ -321,11 +408,13 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
   Value* kEnd = attentionKeyEnd(b, rows, causal);
   Value* lastKey = b.idx(OpKind::ISub, kEnd, b.cst(1));
   Value* j0 = b.beginFor(b.cst(0), kEnd, b.cst(TK));
-  // Key t of the tile, and the key it reads: keys past kEnd in the last tile read the last
-  // key and score -inf.
+  AttentionTile tile{sT, pT,   mBuf,    lBuf,  aBuf,    R,     TK,     unroll,
+                     j0, kEnd, lastKey, rowOf, loadRow, hixOf, negInf, zero};
+  // The key that key t of the tile reads: keys past kEnd in the last tile read the last key
+  // (attentionMaskTile scores them -inf).
   auto keyAt = [&](Value* t) {
     Value* j = b.idx(OpKind::IAdd, j0, t);
-    return std::pair{j, TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j};
+    return TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j;
   };
   auto tileLoop = [&]() {
     Value* t = b.beginFor(b.cst(0), b.cst(TK), b.cst(1));
@@ -343,7 +432,7 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     Value* d = headLoop(D);
     t = tileLoop();
     std::vector<Value*> kix = kvIx;
-    kix.push_back(keyAt(t).second);
+    kix.push_back(keyAt(t));
     kix.push_back(d);
     KILN_TRY(Value * kx, b.emitAt(kv, kix));
     Value* kd = b.castTo(kx, f);
@@ -354,84 +443,27 @@ Status emitStrategy(KernelBuilder& b, const AttentionPlan& p) {
     b.endFor();
     b.endFor();
     b.endFor();
-    t = tileLoop();
-    auto [j, jl] = keyAt(t);
-    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    Value* sc = b.compute(OpKind::Mul, {b.ld(sT, {t, r}), b.scst(f, scale)}, f);
-    if (mv) {
-      std::vector<Value*> six = hixOf(r);
-      six.push_back(loadRow(r));
-      six.push_back(jl);
-      KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
-      sc = b.compute(OpKind::Add, {sc, b.castTo(mx, f)}, f);
-    }
-    if (causal) {
-      Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(r), off));
-      sc = b.compute(OpKind::Select, {hidden, negInf, sc}, f);
-    }
-    if (TK > 1) sc = b.compute(OpKind::Select, {b.cmp("lt", j, kEnd), sc, negInf}, f);
-    b.st(sc, sT, {t, r});
-    b.endFor();
-    b.endFor();
+    KILN_CHECK(attentionMaskTile(b, rows, tile));
 
     // The online-softmax update of each row over the tile: the new max, one rescale
-    // factor, each key's weight (a -inf running max or score weighs 0, never
-    // exp(-inf - -inf)) and the running sum, in key order.
-    auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
-    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    Value* m = b.ld(mBuf, {r});
-    Value* mNew = m;
-    for (int64_t k = 0; k < TK; ++k)
-      mNew = b.compute(OpKind::Max, {mNew, b.ld(sT, {b.cst(k), r})}, f);
-    Value* alpha = weight(m, mNew);
-    b.st(mNew, mBuf, {r});
-    b.st(alpha, aBuf, {r});
-    Value* l = b.compute(OpKind::Mul, {b.ld(lBuf, {r}), alpha}, f);
-    for (int64_t k = 0; k < TK; ++k) {
-      Value* pk = weight(b.ld(sT, {b.cst(k), r}), mNew);
-      b.st(pk, pT, {b.cst(k), r});
-      l = b.compute(OpKind::Add, {l, pk}, f);
-    }
-    b.st(l, lBuf, {r});
-    b.endFor();
+    // factor, each key's weight and the running sum, in key order.
+    attentionSoftmaxTile(b, tile);
     // Per value dim: acc_r *= alpha_r, then acc_r += p_tr * v_t for each key t in order.
     Value* e = headLoop(Dv);
-    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    b.st(b.compute(OpKind::Mul, {b.ld(accT, {e, r}), b.ld(aBuf, {r})}, f), accT, {e, r});
-    b.endFor();
+    attentionRescaleRows(b, tile, accT, e);
     t = tileLoop();
     std::vector<Value*> vix = kvIx;
-    vix.push_back(keyAt(t).second);
+    vix.push_back(keyAt(t));
     vix.push_back(e);
     KILN_TRY(Value * vx, b.emitAt(vv, vix));
-    Value* ve = b.castTo(vx, f);
-    r = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-    b.st(b.compute(OpKind::Add,
-                   {b.ld(accT, {e, r}), b.compute(OpKind::Mul, {b.ld(pT, {t, r}), ve}, f)}, f),
-         accT, {e, r});
-    b.endFor();
+    attentionAccumulateRows(b, tile, accT, e, t, b.castTo(vx, f));
     b.endFor();
     b.endFor();
   }
   b.endFor();
 
-  // out = acc / l for the block's real rows: a static loop over the thread's rows, so that
-  // the private arrays' indices are constants once it is unrolled.
-  ElemType oe = att.result()->type().elem();
-  Value* ro = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-  Value* i = rowOf(ro);
-  Value* live = b.cmp("lt", i, iEnd);
-  Value* l = b.ld(lBuf, {ro});
-  Value* e = headLoop(Dv);
-  std::vector<Value*> st{live, b.castTo(b.compute(OpKind::Div, {b.ld(accT, {e, ro}), l}, f), oe),
-                         b.output(0)};
-  std::vector<Value*> oix = hixOf(ro);
-  st.insert(st.end(), oix.begin(), oix.end());
-  st.push_back(i);
-  st.push_back(e);
-  b.body().createUnchecked(OpKind::MaskedStore, st, {}, {});
-  b.endFor();
-  b.endFor();
+  // out = acc / l for the block's real rows.
+  attentionStoreRows(b, rows, tile, accT, Dv, inRegisters);
   return ok();
 }
 

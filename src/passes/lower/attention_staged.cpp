@@ -32,16 +32,14 @@ namespace kiln {
 Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   const Op& att = *b.shape().anchor;
   const Value *qv = att.operand(0), *kv = att.operand(1), *vv = att.operand(2);
-  const Value* mv = att.numOperands() == 4 ? att.operand(3) : nullptr;
   const Shape &qs = qv->type().shape(), &vs = vv->type().shape();
   size_t r = qs.size();
   int64_t D = qs[r - 1].value(), Dv = vs[r - 1].value();
   const ElemType f = ElemType::F32;
-  double scale = att.attrs().getFloat("scale");
   bool causal = att.attrs().getInt("causal") != 0;
   int64_t R = p.rows, T = p.threads, SK = p.keys;
   AttentionRows rows = attentionRows(b, R, T);
-  Value *Sq = rows.Sq, *off = rows.off, *i0 = rows.i0, *iEnd = rows.iEnd;
+  Value *Sq = rows.Sq, *i0 = rows.i0;
   const std::vector<Value*>&hix = rows.hix, &kvIx = rows.kvIx;
 
   // Registers: where the target keeps unrolled private arrays there, the loops over the
@@ -94,6 +92,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   Value* lastRow = b.idx(OpKind::ISub, Sq, b.cst(1), b.prologue());
   auto rowOf = [&](Value* r) { return b.idx(OpKind::IAdd, i0, r); };
   auto loadRow = [&](Value* r) { return b.idx(OpKind::IMin, rowOf(r), lastRow); };
+  auto hixOf = [&](Value*) { return hix; };
   // The thread's row r's column in the shared q rows.
   auto qCol = [&](Value* r) {
     return b.idx(OpKind::IAdd, b.idx(OpKind::IMul, rows.lid, b.cst(R)), r);
@@ -126,10 +125,12 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   Value* lastKey = b.idx(OpKind::ISub, kEnd, b.cst(1));
   Value* blockEnd = attentionBlockKeyEnd(b, rows, causal);
   Value* blockLast = b.idx(OpKind::ISub, blockEnd, b.cst(1));
+  AttentionTile tile{sT,      pT,   mBuf,    lBuf,  aBuf,    R,     TK,     inRegisters,
+                     nullptr, kEnd, lastKey, rowOf, loadRow, hixOf, negInf, zero};
   Value* js = b.beginFor(b.cst(0), blockEnd, b.cst(SK));
   {
     // Stage keys js .. js + SK (past the block's last key: its last key again, never seen).
-    auto stage = [&](Value* tile, const Value* operand, int64_t n) -> Status {
+    auto stage = [&](Value* buf, const Value* operand, int64_t n) -> Status {
       int64_t total = SK * n;
       Value* e = total % T == 0
                      ? b.idx(OpKind::IAdd, rows.lid,
@@ -142,7 +143,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
       ix.push_back(b.idx(OpKind::IMin, b.idx(OpKind::IAdd, js, t), blockLast));
       ix.push_back(d);
       KILN_TRY(Value * x, b.emitAt(operand, ix));
-      b.st(b.castTo(x, f), tile, {t, d});
+      b.st(b.castTo(x, f), buf, {t, d});
       b.endFor();
       return ok();
     };
@@ -151,24 +152,25 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
     b.body().createUnchecked(OpKind::Barrier, {}, {}, {});
 
     // This thread's keys of the stage, TK at a time; keys past its own end (in the last
-    // step) read its last key and score -inf. Their place in the stage: jl - js.
+    // step) read its last key (attentionMaskTile scores them -inf); keyAt gives the place in
+    // the stage of the key that key t of the step reads.
     Value* jEnd = b.idx(OpKind::IMin, b.idx(OpKind::IAdd, js, b.cst(SK)), kEnd);
     Value* j0 = b.beginFor(js, jEnd, b.cst(TK));
+    tile.j0 = j0;
     auto keyAt = [&](Value* t) {
       Value* j = b.idx(OpKind::IAdd, j0, t);
-      Value* jl = TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j;
-      return std::pair{j, b.idx(OpKind::ISub, jl, js)};
+      return b.idx(OpKind::ISub, TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j, js);
     };
     // Reads lane c of group g (G lanes) of tile row t into `lanes` first when G > 1.
-    auto readGroup = [&](Value* tile, Value* t, Value* g) {
+    auto readGroup = [&](Value* buf, Value* t, Value* g) {
       if (G == 1) return;
-      Value* v = b.mk(b.body(), OpKind::VectorLoad, {tile, t, b.idx(OpKind::IMul, g, b.cst(G))},
+      Value* v = b.mk(b.body(), OpKind::VectorLoad, {buf, t, b.idx(OpKind::IMul, g, b.cst(G))},
                       Type::vector(f, G));
       b.body().createUnchecked(OpKind::VectorStore, {v, lanes, b.cst(0)}, {}, {});
     };
-    auto lane = [&](Value* tile, Value* t, Value* g, Value* c) {
+    auto lane = [&](Value* buf, Value* t, Value* g, Value* c) {
       if (G > 1) return b.ld(lanes, {c});
-      return b.ld(tile, {t, g});
+      return b.ld(buf, {t, g});
     };
     {
       Value* t = headLoop(TK);
@@ -189,7 +191,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
         b.endFor();
       }
       Value* t = headLoop(TK);
-      Value* kt = keyAt(t).second;
+      Value* kt = keyAt(t);
       readGroup(Ks, kt, g);
       Value* c = laneLoop();
       Value* kd = lane(Ks, kt, g, c);
@@ -207,68 +209,21 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
       b.endFor();
     }
     // Scale, mask, causal limit; then each row's new max, the rescale and the weights.
-    {
-      Value* t = headLoop(TK);
-      auto [j, jl] = keyAt(t);
-      (void)jl;
-      Value* jm = TK > 1 ? b.idx(OpKind::IMin, j, lastKey) : j;
-      Value* rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-      Value* sc = b.compute(OpKind::Mul, {b.ld(sT, {t, rr}), b.scst(f, scale)}, f);
-      if (mv) {
-        std::vector<Value*> six = hix;
-        six.push_back(loadRow(rr));
-        six.push_back(jm);
-        KILN_TRY(Value * mx, b.emitAt(mv, b.bcast(six, mv->type().shape())));
-        sc = b.compute(OpKind::Add, {sc, b.castTo(mx, f)}, f);
-      }
-      if (causal) {
-        Value* hidden = b.cmp("gt", j, b.idx(OpKind::IAdd, rowOf(rr), off));
-        sc = b.compute(OpKind::Select, {hidden, negInf, sc}, f);
-      }
-      if (TK > 1) sc = b.compute(OpKind::Select, {b.cmp("lt", j, kEnd), sc, negInf}, f);
-      b.st(sc, sT, {t, rr});
-      b.endFor();
-      b.endFor();
-    }
-    auto weight = [&](Value* x, Value* max) { return attentionWeight(b, x, max, negInf, zero); };
-    {
-      Value* rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-      Value* m = b.ld(mBuf, {rr});
-      Value* mNew = m;
-      for (int64_t k = 0; k < TK; ++k)
-        mNew = b.compute(OpKind::Max, {mNew, b.ld(sT, {b.cst(k), rr})}, f);
-      Value* alpha = weight(m, mNew);
-      b.st(mNew, mBuf, {rr});
-      b.st(alpha, aBuf, {rr});
-      Value* l = b.compute(OpKind::Mul, {b.ld(lBuf, {rr}), alpha}, f);
-      for (int64_t k = 0; k < TK; ++k) {
-        Value* pk = weight(b.ld(sT, {b.cst(k), rr}), mNew);
-        b.st(pk, pT, {b.cst(k), rr});
-        l = b.compute(OpKind::Add, {l, pk}, f);
-      }
-      b.st(l, lBuf, {rr});
-      b.endFor();
-    }
+    KILN_CHECK(attentionMaskTile(b, rows, tile));
+    attentionSoftmaxTile(b, tile);
     // acc_r = acc_r * alpha_r + sum_t p_tr * v_t, G value dims at a time.
     {
       Value* g = headLoop(Dv / G);
       Value* c = laneLoop();
       Value* e = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, g, b.cst(G)), c);
-      Value* rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-      b.st(b.compute(OpKind::Mul, {b.ld(accT, {e, rr}), b.ld(aBuf, {rr})}, f), accT, {e, rr});
-      b.endFor();
+      attentionRescaleRows(b, tile, accT, e);
       b.endFor();
       Value* t = headLoop(TK);
-      Value* vt = keyAt(t).second;
+      Value* vt = keyAt(t);
       readGroup(Vs, vt, g);
       c = laneLoop();
       e = b.idx(OpKind::IAdd, b.idx(OpKind::IMul, g, b.cst(G)), c);
-      Value* ve = lane(Vs, vt, g, c);
-      rr = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-      b.st(b.compute(OpKind::Add,
-                     {b.ld(accT, {e, rr}), b.compute(OpKind::Mul, {b.ld(pT, {t, rr}), ve}, f)}, f),
-           accT, {e, rr});
-      b.endFor();
+      attentionAccumulateRows(b, tile, accT, e, t, lane(Vs, vt, g, c));
       b.endFor();
       b.endFor();
       b.endFor();
@@ -279,20 +234,7 @@ Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p) {
   b.endFor(); // js
 
   // out = acc / l for the thread's real rows.
-  ElemType oe = att.result()->type().elem();
-  Value* ro = b.beginFor(b.cst(0), b.cst(R), b.cst(1));
-  Value* i = rowOf(ro);
-  Value* live = b.cmp("lt", i, iEnd);
-  Value* l = b.ld(lBuf, {ro});
-  Value* e = headLoop(Dv);
-  std::vector<Value*> st{live, b.castTo(b.compute(OpKind::Div, {b.ld(accT, {e, ro}), l}, f), oe),
-                         b.output(0)};
-  st.insert(st.end(), hix.begin(), hix.end());
-  st.push_back(i);
-  st.push_back(e);
-  b.body().createUnchecked(OpKind::MaskedStore, st, {}, {});
-  b.endFor();
-  b.endFor();
+  attentionStoreRows(b, rows, tile, accT, Dv, inRegisters);
   return ok();
 }
 

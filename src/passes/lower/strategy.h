@@ -14,6 +14,7 @@
 // type, and `lower` emits with that strategy.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -220,6 +221,34 @@ Value* attentionBlockKeyEnd(KernelBuilder& b, const AttentionRows& rows, bool ca
 // The online softmax's weight e^(x - max) in f32, or 0 where x is -inf (never
 // exp(-inf - -inf)); `negInf` and `zero` are the f32 constants.
 Value* attentionWeight(KernelBuilder& b, Value* x, Value* max, Value* negInf, Value* zero);
+// The per-tile steps of the kernels whose threads own private rows (attention.cpp,
+// attention_staged.cpp): a tile of `keys` keys from j0, each thread's R rows. Private
+// buffers: scores and weights [keys, R], running max, sum and rescale factor [R].
+struct AttentionTile {
+  Value *scores = nullptr, *weights = nullptr, *max = nullptr, *sum = nullptr, *alpha = nullptr;
+  int64_t rows = 1, keys = 1;
+  bool unroll = false; // mark the loops over the tile's keys unroll=1
+  Value *j0 = nullptr, *kEnd = nullptr, *lastKey = nullptr; // this thread's keys [0, kEnd)
+  std::function<Value*(Value*)> rowOf;                      // private row r -> its query row
+  std::function<Value*(Value*)> loadRow;            // the same, clamped to the last query row
+  std::function<std::vector<Value*>(Value*)> hixOf; // r -> its batch indices and query head
+  Value *negInf = nullptr, *zero = nullptr;         // f32 constants
+};
+// Scales the tile's scores, adds the mask (if any), and hides keys past a row's causal limit
+// or past kEnd (-inf).
+Status attentionMaskTile(KernelBuilder& b, const AttentionRows& rows, const AttentionTile& t);
+// Per row: the new running max over the tile, the rescale factor e^(m - m'), each key's
+// weight e^(s - m') and the running sum l e^(m - m') + the weights in key order.
+void attentionSoftmaxTile(KernelBuilder& b, const AttentionTile& t);
+// Value dim e of every row's output (acc transposed [Dv, R]): acc *= the rescale factor;
+// acc += key k's weight * v.
+void attentionRescaleRows(KernelBuilder& b, const AttentionTile& t, Value* acc, Value* e);
+void attentionAccumulateRows(KernelBuilder& b, const AttentionTile& t, Value* acc, Value* e,
+                             Value* k, Value* v);
+// out = acc / l for the thread's rows below rows.iEnd (acc transposed [Dv, R]); the loop
+// over the value dims unroll=1 with `unroll`.
+void attentionStoreRows(KernelBuilder& b, const AttentionRows& rows, const AttentionTile& t,
+                        Value* acc, int64_t dv, bool unroll);
 // attention_cpu.cpp: the cpu plan (query blocks, key tiles, register blocks), or the
 // rows plan (AttentionPlan{queries, 1}) for at most a register block's rows of queries.
 std::vector<Plan> cpuAttentionPlans(const KernelShape& s, const TargetDesc& t,
