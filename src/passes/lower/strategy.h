@@ -189,8 +189,9 @@ bool attentionQInShared(const KernelShape& s, const AttentionPlan& p);
 // thread's q rows and output rows (f32) live in registers when they total at most this
 // many values: their loops over the head dims are then unrolled completely.
 constexpr int64_t kAttentionRegisterRows = 128;
-// Keys per step of a gpu kernel whose rows are registers: their scores come first (a
-// private row of this many), then one rescale of the running sum and output rows.
+// Keys per step of a kernel whose rows are registers (gpu) or whose rows are vectors (cpu's
+// rows plan): their scores come first (a private row of this many), then one rescale of
+// the running sum and output rows.
 constexpr int64_t kAttentionKeyTile = 8;
 // attention_staged.cpp: the staged kernel (AttentionPlan with keys > 0).
 Status emitStagedAttention(KernelBuilder& b, const AttentionPlan& p);
@@ -250,7 +251,8 @@ void attentionAccumulateRows(KernelBuilder& b, const AttentionTile& t, Value* ac
 void attentionStoreRows(KernelBuilder& b, const AttentionRows& rows, const AttentionTile& t,
                         Value* acc, int64_t dv, bool unroll);
 // attention_cpu.cpp: the cpu plan (query blocks, key tiles, register blocks), or the
-// rows plan (AttentionPlan{queries, 1}) for at most a register block's rows of queries.
+// rows plan (AttentionPlan{queries, 1, 0, 0, heads}: the queries of `heads` query heads of
+// one kv head per thread) for at most a register block's rows of queries.
 std::vector<Plan> cpuAttentionPlans(const KernelShape& s, const TargetDesc& t,
                                     const SymbolTable& syms);
 std::optional<std::string> strategyProblem(const KernelShape& s, const CpuAttentionPlan& p,
