@@ -142,7 +142,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
     if (p.heads < 1 || !hq.isStatic() || !hk.isStatic() || hk.value() < 1 ||
         hq.value() % hk.value() != 0 || (hq.value() / hk.value()) % p.heads != 0)
       return "tile " + tile + ": the heads per thread must divide the query heads per kv head";
-    if (p.rows < 1 || p.rows * p.heads > 64 || p.threads != 1)
+    if (p.rows < 1 || p.rows > 64 || p.heads > 64 || p.rows * p.heads > 64 || p.threads != 1)
       return "tile " + tile +
              ": a thread takes at most 64 rows of its heads, with workgroup "
              "[1, 1, 1], got workgroup " +
@@ -153,11 +153,12 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const Attention
     std::string tile = listStr({p.rows, 0, p.keys});
     if (t.cpu)
       return "tile " + tile + " stages keys in shared memory; " + t.name + " is a cpu target";
-    if (p.rows < 1 || p.rows > 64 || p.threads < 1 || p.keys < 1 || p.keys % kKeyTile != 0)
+    if (p.rows < 1 || p.rows > 64 || p.threads < 1 || p.keys < 1 || p.keys > 4096 ||
+        p.keys % kKeyTile != 0)
       return "tile " + tile +
              ": a staged attention kernel takes 1 to 64 query rows per thread "
              "and a multiple of " +
-             std::to_string(kKeyTile) + " keys per stage";
+             std::to_string(kKeyTile) + " keys per stage, at most 4096";
     if (checkSharedMemory) return sharedMemoryProblem(tile, attentionSharedBuffers(s, p), t);
     return std::nullopt;
   }
