@@ -341,8 +341,8 @@ Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g, int64_t lanes) {
   int64_t evenH = phases ? (xs[2] + pads[0] + pads[2]) % 2 : 0;
   int64_t evenW = phases ? (xs[3] + pads[1] + pads[3]) % 2 : 0;
   if (pads != std::vector<int64_t>{0, 0, 0, 0} || evenH || evenW) {
-    KILN_TRY(padded, tb.pad(padded, last ? std::vector<int64_t>{0, pads[0], pads[1], 0, 0,
-                                                                pads[2], pads[3], 0}
+    KILN_TRY(padded, tb.pad(padded, last ? std::vector<int64_t>{0, pads[0], pads[1], 0, 0, pads[2],
+                                                                pads[3], 0}
                                          : std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0,
                                                                 pads[2] + evenH, pads[3] + evenW}));
   }
