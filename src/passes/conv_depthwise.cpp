@@ -132,6 +132,12 @@ bool flatPays(const Conv2d& g, int64_t lanes) {
   return g.strides == std::vector<int64_t>{1, 1} && iterations(oh * wp) < oh * iterations(ow);
 }
 
+// LLVM's vector width for a row of stride-2 loads (interleaved: two wide loads and a
+// shuffle per vector), 8 even where the kernel prefers 512-bit vectors. It leaves at least
+// one element of each row to a scalar epilogue (the last wide load would read past the
+// row), so a row of OW runs floor((OW - 1) / 8) vector iterations and the rest scalar.
+constexpr int64_t kInterleavedLanes = 8;
+
 // The phase split pays where an output row is shorter than a vector: LLVM vectorizes a
 // stride-2 row of at least `lanes` elements with wide loads and shuffles, but a shorter one
 // with gathers. Measured (one thread, the conv and relu kernels with the split's pad and
@@ -198,10 +204,12 @@ std::set<const Op*> readersOf(const Op& conv, const std::vector<Op*>& epi) {
 
 // The epilogue computed on the wide grid too, so it stays in the conv's kernel: each op is
 // built on the wide values before it, the ops outside it read the narrow view of the wide
-// value (N x C x OH x Wp, its first OW columns), and the narrow ops are erased. Returns the
-// conv's replacement: its view, or the wide sum when nothing else reads the conv.
+// value (N x C x OH x Wp, its first OW columns), and the narrow ops are erased. The grid is
+// flat (N x C x OH*Wp: the operands constant over H and W lose their W dim) or, for wide
+// stride-2 rows, N x C x OH x Wp itself. Returns the conv's replacement: its view, or the
+// wide sum when nothing else reads the conv.
 Result<Value*> widenEpilogue(Func& f, Op& conv, const std::vector<Op*>& epi, TapBuilder& tb,
-                             Value* sum, int64_t wp, int64_t ow) {
+                             Value* sum, int64_t wp, int64_t ow, bool flat) {
   std::vector<int64_t> ys = conv.result(0)->type().staticShape();
   std::map<const Value*, Value*> wide{{conv.result(0), sum}};
   for (Op* op : epi) {
@@ -210,7 +218,8 @@ Result<Value*> widenEpilogue(Func& f, Op& conv, const std::vector<Op*>& epi, Tap
     for (Value* v : op->operands()) {
       if (auto w = wide.find(v); w != wide.end()) {
         operands.push_back(w->second);
-      } else if (std::vector<int64_t> s = *spatialConstant(v); s != v->type().staticShape()) {
+      } else if (std::vector<int64_t> s = *spatialConstant(v);
+                 flat && s != v->type().staticShape()) {
         KILN_TRY(Value * r, tb.reshape(v, s));
         operands.push_back(r);
       } else {
@@ -222,7 +231,10 @@ Result<Value*> widenEpilogue(Func& f, Op& conv, const std::vector<Op*>& epi, Tap
   }
   auto view = [&](Value* w, Op& at) -> Result<Value*> {
     tb.before(at);
-    KILN_TRY(Value * grid, tb.reshape(w, {ys[0], ys[1], ys[2], wp}));
+    Value* grid = w;
+    if (flat) {
+      KILN_TRY(grid, tb.reshape(w, {ys[0], ys[1], ys[2], wp}));
+    }
     return tb.slice(grid, {3}, {0}, {ow}, {1});
   };
   std::set<const Op*> inside(epi.begin(), epi.end());
@@ -279,7 +291,7 @@ Result<Value*> asFlatTaps(Func& f, Op& conv, const Conv2d& g, const std::vector<
     KILN_TRY(Value * bias, tb.reshape(conv.operand(2), {c, 1}));
     KILN_TRY(sum, tb.binary(OpKind::Add, sum, bias));
   }
-  return widenEpilogue(f, conv, epi, tb, sum, wp, ys[3]);
+  return widenEpilogue(f, conv, epi, tb, sum, wp, ys[3], /*flat=*/true);
 }
 
 // The four phases of a padded N x C x Hp x Wp input (Hp and Wp even) stacked as
@@ -340,11 +352,35 @@ Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g, int64_t lanes) {
   bool phases = !last && phasesPay(g, lanes);
   int64_t evenH = phases ? (xs[2] + pads[0] + pads[2]) % 2 : 0;
   int64_t evenW = phases ? (xs[3] + pads[1] + pads[3]) % 2 : 0;
-  if (pads != std::vector<int64_t>{0, 0, 0, 0} || evenH || evenW) {
-    KILN_TRY(padded, tb.pad(padded, last ? std::vector<int64_t>{0, pads[0], pads[1], 0, 0, pads[2],
-                                                                pads[3], 0}
-                                         : std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0,
-                                                                pads[2] + evenH, pads[3] + evenW}));
+  // Wide stride-2 rows: OW' >= OW columns with OW' - 1 a multiple of the interleaved loads'
+  // vector width (kInterleavedLanes), the input padded on the right for them; the sum and
+  // its epilogue are computed on N x C x OH x OW' and read through the view of the first OW
+  // columns, so one column of each row is scalar code instead of up to 8. As for the flat
+  // form, only where two or more ops read the conv and its epilogue (one reader's kernel
+  // would compute it through the view).
+  int64_t owWide = ow, extraW = 0;
+  std::vector<Op*> epi;
+  if (!last && !phases && strides == std::vector<int64_t>{2, 2} &&
+      dil == std::vector<int64_t>{1, 1}) {
+    int64_t vf = std::min(lanes, kInterleavedLanes);
+    int64_t wider = (ow - 1 + vf - 1) / vf * vf + 1;
+    epi = epilogueOf(f, conv);
+    // Only under an epilogue of transcendental math (SiLU's sigmoid), whose scalar code is
+    // what the scalar columns cost: with a relu the rows gain about what the readers lose
+    // (an SE block's pool reads the view instead of one contiguous run).
+    bool costly = std::any_of(epi.begin(), epi.end(),
+                              [](const Op* op) { return isTranscendental(op->kind()); });
+    if (wider > ow && costly && readersOf(conv, epi).size() >= 2) {
+      owWide = wider;
+      extraW = std::max<int64_t>(0, (kw - 1) + 2 * (owWide - 1) + 1 - (xs[3] + pads[1] + pads[3]));
+    }
+  }
+  if (pads != std::vector<int64_t>{0, 0, 0, 0} || evenH || evenW || extraW) {
+    KILN_TRY(
+        padded,
+        tb.pad(padded, last ? std::vector<int64_t>{0, pads[0], pads[1], 0, 0, pads[2], pads[3], 0}
+                            : std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, pads[2] + evenH,
+                                                   pads[3] + evenW + extraW}));
   }
   if (phases) {
     KILN_TRY(padded, phaseSplit(tb, padded));
@@ -381,7 +417,7 @@ Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g, int64_t lanes) {
         KILN_TRY(tap, tb.reshape(tap, ys));
       } else {
         KILN_TRY(tap, tb.slice(padded, spatial, {r0, c0},
-                               {r0 + (oh - 1) * strides[0] + 1, c0 + (ow - 1) * strides[1] + 1},
+                               {r0 + (oh - 1) * strides[0] + 1, c0 + (owWide - 1) * strides[1] + 1},
                                strides));
       }
       KILN_TRY(Value * term, tb.binary(OpKind::Mul, tap, weights[static_cast<size_t>(i * kw + j)]));
@@ -395,6 +431,7 @@ Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g, int64_t lanes) {
     KILN_TRY(Value * bias, tb.reshape(conv.operand(2), perChannelShape));
     KILN_TRY(sum, tb.binary(OpKind::Add, sum, bias));
   }
+  if (owWide > ow) return widenEpilogue(f, conv, epi, tb, sum, owWide, ow, /*flat=*/false);
   for (Op* t : nhwcUsers) {
     t->result(0)->replaceAllUsesWith(sum);
     t->dropOperands();
