@@ -31,6 +31,10 @@
 //              : N x C x 4 x Hp/2 x Wp/2 (padded to even Hp and Wp), a kernel of its own;
 //              tap (i, j) is q[.., 2*(i%2) + j%2, i/2 :+ OH, j/2 :+ OW], so every tap's
 //              row is contiguous (the strided taps were gathers, 4-10x slower per multiply-add).
+//              Other stride-2 convs whose epilogue has transcendental math (SiLU) and that
+//              two or more ops read are computed on rows of OW' >= OW columns, OW' - 1 a
+//              multiple of 8 (kInterleavedLanes; the input padded on the right for them),
+//              the epilogue too, and read through the view of the first OW columns.
 // Invalidates: nothing (new ops have the conv's device and location).
 //
 //   %y = conv %x, %w {group = 8, pads = [0, 0, 0, 0]}      %t0 = mul (slice %x [0:4, 0:4]),
