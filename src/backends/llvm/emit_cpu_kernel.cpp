@@ -349,7 +349,8 @@ private:
     }
     case OpKind::Alloc: {
       const Buf& buf = bufs_.at(res);
-      if (buf.perThread) { // private: this thread's slice starts zero-filled
+      // private: this thread's slice starts zero-filled, unless `uninit`
+      if (buf.perThread && !uninitAlloc(op)) {
         KILN_TRY(llvm::Value * p, address0(buf));
         uint64_t bytes = static_cast<uint64_t>(buf.perThread) * elemTypeBytes(buf.elem);
         b_.CreateMemSet(p, b_.getInt8(0), bytes, llvm::MaybeAlign(alignOf(buf.elem)));

@@ -338,6 +338,7 @@ private:
     case OpKind::Alloc: {
       const Buf& buf = bufs_.at(res);
       if (!privateBytes_.count(res)) return ok(); // shared: zero-filled at the start
+      if (uninitAlloc(op)) return ok();
       b_.CreateMemSet(buf.base, b_.getInt8(0), privateBytes_.at(res),
                       llvm::MaybeAlign(alignOf(buf.elem)));
       return ok();

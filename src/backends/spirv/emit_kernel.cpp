@@ -703,7 +703,8 @@ Status KernelEmitter::emitOp(const Op& op) {
   }
   case OpKind::Alloc: {
     const Buf& buf = bufs_.at(res);
-    if (buf.sc == spv::StorageClass::Function) // this thread's copy starts zero-filled
+    // this thread's copy starts zero-filled, unless `uninit`
+    if (buf.sc == spv::StorageClass::Function && !uninitAlloc(op))
       b_.code(SOp::OpStore,
               {buf.var, b_.constNull(b_.typeArray(buf.elemType, uint32_t(buf.count)))});
     return ok();

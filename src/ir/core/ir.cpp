@@ -179,6 +179,10 @@ bool isLoweredKernel(const Func& k) {
   return k.numArgs() > 0 && k.arg(0)->type().isBuffer();
 }
 
+bool uninitAlloc(const Op& op) {
+  return op.kind() == OpKind::Alloc && op.attrs().has("uninit") && op.attrs().getInt("uninit");
+}
+
 std::set<std::string> kernelFunctions(const Module& m) {
   std::set<std::string> out;
   for (const auto& f : m.funcs())

@@ -265,6 +265,9 @@ template <typename F> void walkOps(const Func& f, F&& fn) { walkOps(f.body(), fn
 // opposed to a tensor-level kernel function that runs through the interpreter.
 bool isLoweredKernel(const Func& k);
 
+// An `alloc {uninit = 1}`: a private buffer that no backend fills with zeros.
+bool uninitAlloc(const Op& op);
+
 // Names of the functions that some host `launch` or tensor-level `dispatch` in the module
 // runs (kernels, not entries).
 std::set<std::string> kernelFunctions(const Module& m);

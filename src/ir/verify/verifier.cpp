@@ -735,6 +735,11 @@ private:
       const Type& t = op.result(0)->type();
       need(t.isBuffer() && t.space() != MemSpace::Global && t.isStatic(),
            "allocates a shared or private buffer with static dims");
+      if (op.attrs().has("uninit")) {
+        int64_t u = op.attrs().getInt("uninit");
+        need(u == 0 || u == 1, "uninit must be 0 or 1");
+        need(u == 0 || t.space() == MemSpace::Private, "uninit = 1 needs a private buffer");
+      }
       break;
     }
     case OpKind::Load:

@@ -273,8 +273,14 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* colsFull = kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)), kb.cst(NR));
   Value* lastCol = kb.idx(OpKind::ISub, N, kb.cst(1));
   ElemType ae = matmulAccElem(mm.result(0)->type().elem(), kb.target());
+  // Every private buffer here is written before it is read, so none is zero-filled: a
+  // memset of the block accumulator and the packed panel per workgroup was 2-3% of
+  // MobileNetV3-Small's time (a stem block filled 44 KB to compute 16 x 256 outputs).
   auto priv = [&](std::vector<Dim> dims) {
-    return kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(ae, Shape(dims), MemSpace::Private));
+    Attrs uninit;
+    uninit.set("uninit", int64_t(1));
+    return kb.mk(kb.body(), OpKind::Alloc, {}, Type::buffer(ae, Shape(dims), MemSpace::Private),
+                 uninit);
   };
   Value* cb = priv({Dim(MC), Dim(NC)});
   Value* reg = priv({Dim(MR), Dim(NR)});
@@ -299,9 +305,21 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // reading B from the packed panel or in place.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, bool packed, Value* k0,
                    Value* kEnd) -> Status {
+    // The accumulators start at 0 in the first K step and at the block accumulator's
+    // values in the later ones (a loop taken once or not).
     Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
     Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    kb.st(kb.scst(ae, 0.0), reg, {a, b});
+    kb.endFor();
+    kb.endFor();
+    kb.beginFor(kb.cst(0),
+                kb.mk(kb.body(), OpKind::SSelect,
+                      {kb.cmp("gt", k0, kb.cst(0)), kb.cst(1), kb.cst(0)}, Type::index()),
+                kb.cst(1));
+    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
     kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
+    kb.endFor();
     kb.endFor();
     kb.endFor();
     Value* strip = packed ? kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR)) : nullptr;
@@ -375,6 +393,22 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   if (mayPack && !transposed)
     packs = kb.mk(kb.body(), OpKind::SSelect,
                   {kb.cmp("gt", rowsV, kb.cst(MR)), kb.cst(1), kb.cst(0)}, Type::index());
+  // The streamed path adds into the block accumulator, and an empty K computes nothing:
+  // then the accumulator's valid part starts at 0 (the micro-kernels set all of it in
+  // their first K step otherwise).
+  Value* zeroes =
+      kb.mk(kb.body(), OpKind::SSelect,
+            {kb.cmp("eq", K, kb.cst(0)), kb.cst(1), kb.idx(OpKind::ISub, kb.cst(1), packs)},
+            Type::index());
+  kb.beginFor(kb.cst(0), zeroes, kb.cst(1));
+  {
+    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+    Value* j = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+    kb.st(kb.scst(ae, 0.0), cb, {i, j});
+    kb.endFor();
+    kb.endFor();
+  }
+  kb.endFor();
   Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(KC));
   Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
   if (mayPack) {

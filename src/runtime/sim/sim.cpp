@@ -4,6 +4,7 @@
 #include "runtime/sim/sim.h"
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 
@@ -515,6 +516,10 @@ private:
       } else {
         auto& slot = th.priv[&op];
         slot = std::make_unique<HostTensor>(t.elem(), t.staticShape());
+        // Unspecified contents: NaN (every byte 0xff) or, for integers, 0x5a bytes, so that a
+        // read before a write shows in the results.
+        if (uninitAlloc(op))
+          std::memset(slot->mutableData(), isFloat(t.elem()) ? 0xff : 0x5a, slot->byteSize());
         res().buf = slot.get();
       }
       return ok();
