@@ -4,6 +4,7 @@
 // of another device refused, memory accounting), semaphores, and peak memory reporting.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <doctest/doctest.h>
 #include <filesystem>
 
@@ -566,6 +567,39 @@ TEST_CASE("a freed buffer's memory serves the next allocation of its size") {
   auto e = (*d)->allocate(128);
   REQUIRE(e.ok());
   CHECK((*e)->map() != mine);
+}
+
+TEST_CASE("a freed allocation serves a smaller one: the newest that fits, up to twice its size") {
+  auto d = hal::openDevice({"ref", 0}, Loc{});
+  REQUIRE(d.ok());
+  uint64_t before = (*d)->memoryStats().bytesInUse;
+  const uint8_t *small = nullptr, *large = nullptr;
+  {
+    auto b = (*d)->allocate(3 << 19); // 1.5 MiB, freed after a (reverse order): the newer
+    auto a = (*d)->allocate(1 << 20);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    small = (*a)->map();
+    large = (*b)->map();
+  }
+  {
+    auto c = (*d)->allocate(800 << 10); // both fit: the newest
+    REQUIRE(c.ok());
+    CHECK((*c)->map() == large);
+    CHECK((*c)->byteSize() == (800 << 10));
+    CHECK((*d)->memoryStats().bytesInUse == before + (800 << 10)); // what was asked for
+    auto e = (*d)->allocate(600 << 10);                            // 1 MiB is at most twice 600 KiB
+    REQUIRE(e.ok());
+    CHECK((*e)->map() == small);
+  }                                   // c's 1.5 MiB freed after e's 1 MiB
+  auto f = (*d)->allocate(400 << 10); // 1 and 1.5 MiB are over twice 400 KiB: fresh memory
+  REQUIRE(f.ok());
+  CHECK((*f)->map() != small);
+  CHECK((*f)->map() != large);
+  auto g = (*d)->allocate(3 << 19); // the 1.5 MiB block again, whole (1 MiB is too small)
+  REQUIRE(g.ok());
+  CHECK((*g)->map() == large);
+  std::memset((*g)->map(), 1, 3 << 19);
 }
 
 TEST_CASE("launches carry their grid; the executor evaluates it per call and sim checks it") {

@@ -14,6 +14,9 @@ namespace {
 // Host memory; this bound keeps a hostile size from reaching the allocator.
 constexpr uint64_t kMaxBufferBytes = uint64_t(16) << 30;
 
+// A buffer may reuse a freed allocation up to this many times its size (recycler.h).
+constexpr uint64_t kMaxSlack = 2;
+
 // At least one byte, so that empty tensors still have a distinct address; aligned_alloc
 // wants a multiple of the alignment.
 uint64_t roundedSize(uint64_t bytes) {
@@ -38,7 +41,8 @@ void HostDevice::recycle(HostMemory memory, uint64_t bytes) {
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.bytesInUse -= bytes;
   }
-  (void)recycler_.keep(roundedSize(bytes), std::move(memory)); // not kept: freed here
+  uint64_t capacity = memory.get_deleter().capacity;
+  (void)recycler_.keep(capacity, std::move(memory)); // not kept: freed here
 }
 
 Result<std::unique_ptr<Buffer>> HostDevice::allocate(uint64_t bytes) {
@@ -48,8 +52,11 @@ Result<std::unique_ptr<Buffer>> HostDevice::allocate(uint64_t bytes) {
                           std::to_string(kMaxBufferBytes) + ")");
   uint64_t rounded = roundedSize(bytes);
   HostMemory data;
-  if (std::optional<HostMemory> kept = recycler_.take(rounded)) data = std::move(*kept);
-  if (!data) data.reset(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)));
+  if (std::optional<HostMemory> kept = recycler_.takeFitting(rounded, kMaxSlack * rounded))
+    data = std::move(*kept); // its deleter keeps its capacity
+  else
+    data = HostMemory(static_cast<uint8_t*>(std::aligned_alloc(kHostAlignment, rounded)),
+                      HostMemoryFree{true, rounded});
   if (!data) return error(loc, "out of memory allocating " + std::to_string(bytes) + " bytes");
   {
     std::lock_guard<std::mutex> lock(statsMu_);

@@ -25,7 +25,8 @@ class HostDevice;
 // driver's compiled kernels may rely on it.
 constexpr uint64_t kHostAlignment = 64;
 struct HostMemoryFree {
-  bool owned = true; // false: imported memory the caller frees
+  bool owned = true;     // false: imported memory the caller frees
+  uint64_t capacity = 0; // bytes allocated (owned memory): at least the buffer's size
   void operator()(uint8_t* p) const;
 };
 using HostMemory = std::unique_ptr<uint8_t, HostMemoryFree>;
