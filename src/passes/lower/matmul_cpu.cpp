@@ -9,9 +9,11 @@
 //           vector registers, MC x NC x KC from the caches (the KC x NR slice of B stays in
 //           L1 across the MR-row micro-tiles, the MC x KC block of A in L2), never beyond
 //           the extents.
-// Emits:    per MC x NC block, K in steps of KC: B's panel packed (when reused or
-//           transposed), MR-row micro-tiles over NR-column strips, and a streamed path for
-//           blocks of at most MR rows; then the epilogue on the block's valid part.
+// Emits:    per MC x NC block, K in steps of KC: B's panel packed (when transposed, or
+//           reused by more than kDirectTiles micro-tile rows or computed by a longer
+//           prologue; read in place otherwise), MR-row micro-tiles over NR-column strips,
+//           and a streamed path for blocks of at most MR rows; then the epilogue on the
+//           block's valid part.
 //
 //   %0 = matmul %a, %b : tensor<{m}x512xf32>   =>   for k0 in K by KC: pack B's panel
 //                                                     for strips, micro-tiles: reg += a * b
@@ -37,6 +39,15 @@ std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
   int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
   return {mr, nr};
 }
+
+// The most micro-tile rows a block reads B in place for (directB). MobileNetV3-Small's
+// 1x1 convs on one thread (AVX-512, MR = 8): 16 x 3136 (K = 16) 68 -> 28 us, 24 x 784
+// (K = 72, 88) 81 -> 37 and 100 -> 46 us, 40 x 196 (K = 240) 93 -> 66 us; at 12 rows the
+// 96 x 49 products (K = 576) got 1.5x slower.
+constexpr int64_t kDirectTiles = 8;
+// The most non-view ops B's prologue may have for a direct block, which computes it once
+// per micro-tile row (an SE gate's multiply: 1; a depthwise conv's taps: dozens).
+constexpr int64_t kDirectPrologueOps = 4;
 
 // Workgroups (blocks) a GEMM should have at least, so that the cpu's threads share it: a
 // 256 x 196 conv-gemm in 96 x 224 blocks is 3 workgroups, which 2 threads run in the time
@@ -155,6 +166,30 @@ bool computedOperand(const Value* a) {
   }
   return false;
 }
+
+namespace {
+
+// The non-view ops that compute `v` inside its kernel, counted up to `cap`.
+int64_t prologueOps(const Value* v, int64_t cap) {
+  std::vector<const Value*> stack{v};
+  std::set<const Op*> seen;
+  int64_t n = 0;
+  while (!stack.empty() && n < cap) {
+    const Op* d = stack.back()->def();
+    stack.pop_back();
+    if (!d || !seen.insert(d).second) continue;
+    if (!d->has(kView)) ++n;
+    for (const Value* o : d->operands()) stack.push_back(o);
+  }
+  return n;
+}
+
+bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {
+  return !transposed && mc > mr && mc <= kDirectTiles * mr &&
+         prologueOps(b, kDirectPrologueOps + 1) <= kDirectPrologueOps;
+}
+
+} // namespace
 
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
   return k.shape.strategy == Strategy::Matmul && t.cpu;
@@ -294,12 +329,17 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool transposed = transposedB(B);
   // Blocks of at most MR rows over a B stored [K, N] never pack (they stream B below): no
   // panel, whose NC x KC elements would be most of the stack for a block of whole rows.
-  bool mayPack = transposed || MC > MR;
+  // A block of at most kDirectTiles micro-tile rows over a B stored [K, N] that is plain
+  // or cheaply computed reads B's rows in place in its micro-kernels (NR contiguous
+  // elements of row k, as the panel would hold them): each element is read MC / MR times
+  // or fewer, where packing would load and store it once more (directB).
+  bool direct = directB(B, transposed, MC, MR);
+  bool mayPack = transposed || (MC > MR && !direct);
   Value* pack = mayPack ? priv({Dim(NC / NR), Dim(KC), Dim(NR)}) : nullptr;
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
-  Value* apack = mayPack && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
+  Value* apack = (mayPack || direct) && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
@@ -349,7 +389,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     for (int64_t r = 0; r < mr; ++r) {
       a = kb.cst(r);
       Value* av = nullptr;
-      if (packed && apack) {
+      if (apack) {
         av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
       } else {
         oix = with(fold ? rowIx[static_cast<size_t>(r)] : rowAt(r), n0);
@@ -388,9 +428,11 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   };
 
   // Packing pays when the panel is reused by several micro-tile rows, or when B is
-  // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not).
-  Value* packs = kb.cst(mayPack ? 1 : 0);
-  if (mayPack && !transposed)
+  // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not),
+  // 1 for the micro-tiles over a packed or (direct) in-place B, 0 for the streamed path.
+  bool tiled = mayPack || direct;
+  Value* packs = kb.cst(tiled ? 1 : 0);
+  if (tiled && !transposed)
     packs = kb.mk(kb.body(), OpKind::SSelect,
                   {kb.cmp("gt", rowsV, kb.cst(MR)), kb.cst(1), kb.cst(0)}, Type::index());
   // The streamed path adds into the block accumulator, and an empty K computes nothing:
@@ -411,9 +453,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   kb.endFor();
   Value* k0 = kb.beginFor(kb.cst(0), K, kb.cst(KC));
   Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
-  if (mayPack) {
+  if (tiled) {
     kb.beginFor(kb.cst(0), packs, kb.cst(1));
-    {
+    if (mayPack) {
       auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
         std::vector<Value*> oix = batch;
         oix.push_back(m0);
@@ -458,7 +500,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       kb.endFor();
       kb.endFor();
     }
-    KILN_CHECK(strips(true, k0, kEnd));
+    KILN_CHECK(strips(mayPack, k0, kEnd));
     kb.endFor();
   }
   if (!transposed) {
