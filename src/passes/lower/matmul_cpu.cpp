@@ -335,7 +335,11 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // or fewer, where packing would load and store it once more (directB).
   bool direct = directB(B, transposed, MC, MR);
   bool mayPack = transposed || (MC > MR && !direct);
-  Value* pack = mayPack ? priv({Dim(NC / NR), Dim(KC), Dim(NR)}) : nullptr;
+  // A direct block packs its partial last strip only (one micro-panel), whose clamped
+  // columns would not be one contiguous load per row k.
+  Value* pack = mayPack  ? priv({Dim(NC / NR), Dim(KC), Dim(NR)})
+                : direct ? priv({Dim(1), Dim(KC), Dim(NR)})
+                         : nullptr;
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
@@ -362,7 +366,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     kb.endFor();
     kb.endFor();
     kb.endFor();
-    Value* strip = packed ? kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR)) : nullptr;
+    Value* strip = !packed  ? nullptr
+                   : direct ? kb.cst(0)
+                            : kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR));
     // A folded row's index is delinearized once, outside the loop over k.
     auto rowAt = [&](int64_t r) {
       return rowIndex(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, kb.cst(r))));
@@ -410,8 +416,11 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     return ok();
   };
   // The NR-column strips of the block: full ones, then the partial last one.
-  auto strips = [&](bool packed, Value* k0, Value* kEnd) -> Status {
+  // Full strips read the panel when B is packed, B in place when direct; the partial last
+  // strip always reads the panel.
+  auto strips = [&](Value* k0, Value* kEnd) -> Status {
     for (bool edge : {false, true}) {
+      bool packed = edge || mayPack;
       Value* j0 = edge ? kb.beginFor(colsFull, colsV, kb.cst(NR))
                        : kb.beginFor(kb.cst(0), colsFull, kb.cst(NR));
       Value* i0 = kb.beginFor(kb.cst(0), rowsFull, kb.cst(MR));
@@ -455,7 +464,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
   if (tiled) {
     kb.beginFor(kb.cst(0), packs, kb.cst(1));
-    if (mayPack) {
+    if (mayPack || direct) {
       auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
         std::vector<Value*> oix = batch;
         oix.push_back(m0);
@@ -476,6 +485,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
         // bounds); the partial last strip clamps its columns to the last valid one.
         for (bool edge : {false, true}) {
+          if (direct && !edge) continue;
           Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
                              : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
           Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
@@ -484,7 +494,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
           Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
           Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
           if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
-          KILN_CHECK(packOne(n, k, sv, b));
+          KILN_CHECK(packOne(n, k, direct ? kb.cst(0) : sv, b));
           kb.endFor();
           kb.endFor();
           kb.endFor();
@@ -500,7 +510,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       kb.endFor();
       kb.endFor();
     }
-    KILN_CHECK(strips(mayPack, k0, kEnd));
+    KILN_CHECK(strips(k0, kEnd));
     kb.endFor();
   }
   if (!transposed) {
