@@ -37,7 +37,10 @@
 // targets): an elementwise op that computes the A operand (the rows) of a matmul with more
 // than 8 rows does not join it (computesGemmRows), where the GEMM would recompute it for
 // every NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
-// matmul before it.
+// matmul before it. FusionRules::windowIntoGemmColumns (off on CPU targets): an elementwise
+// op that computes a matmul's B from a window (readsWindow: 4 or more slices of one value
+// among the ops only it reads, a depthwise conv's taps) does not join it, where the GEMM
+// would compute the window per flattened column in its packing loop.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
@@ -266,8 +269,48 @@ private:
     return rows > 8 && rowsReach(op, *mm);
   }
 
+  // True when `op` (whose users are all in g) computes, directly or through g's views and
+  // elementwise ops, the B operand of g's matmul.
+  bool computesGemmColumns(const Op& op, int g) const {
+    for (size_t i : groups_[static_cast<size_t>(g)])
+      if (ops_[i]->kind() == OpKind::Matmul && operandReach(op, *ops_[i], 1)) return true;
+    return false;
+  }
+
+  // True when the elementwise and view ops that `op` reads, transitively, and that only
+  // it (or such ops) reads (what would join g with it), hold kWindowSlices or more slices
+  // of one value: a stencil, such as a depthwise conv's taps. A value that others read too
+  // (an SE block's activations, which its pool reads) ends the walk: it is a dispatch's
+  // output whichever group op joins.
+  bool readsWindow(const Op& op, int g) const {
+    constexpr size_t kWindowSlices = 4, kMaxOps = 512;
+    std::vector<const Op*> stack{&op};
+    std::set<const Op*> seen;
+    std::map<const Value*, size_t> slices;
+    while (!stack.empty() && seen.size() < kMaxOps) {
+      const Op* cur = stack.back();
+      stack.pop_back();
+      if (!seen.insert(cur).second) continue;
+      if (cur->kind() == OpKind::Slice && ++slices[cur->operand(0)] >= kWindowSlices) return true;
+      for (const Value* v : cur->operands()) {
+        const Op* d = v->def();
+        if (!d || !(d->has(kElementwise) || d->has(kView))) continue;
+        bool only = true;
+        for (size_t r = 0; r < d->numResults(); ++r)
+          for (const Use& u : d->result(r)->uses())
+            only = only && (seen.count(u.user) || groupOf(u.user) == g);
+        if (only) stack.push_back(d);
+      }
+    }
+    return false;
+  }
+
   // True when a path of uses from `op` reaches operand 0 of `mm` (users are in mm's group).
-  static bool rowsReach(const Op& op, const Op& mm) {
+  static bool rowsReach(const Op& op, const Op& mm) { return operandReach(op, mm, 0); }
+
+  // True when a path of uses from `op` reaches operand `index` of `mm` through elementwise
+  // ops and views.
+  static bool operandReach(const Op& op, const Op& mm, unsigned index) {
     std::vector<const Op*> stack{&op};
     std::set<const Op*> seen;
     while (!stack.empty()) {
@@ -277,7 +320,7 @@ private:
       for (size_t r = 0; r < cur->numResults(); ++r)
         for (const Use& u : cur->result(r)->uses()) {
           if (u.user == &mm) {
-            if (u.operandIndex == 0) return true;
+            if (u.operandIndex == index) return true;
           } else if (u.user->has(kElementwise) || u.user->has(kView)) {
             stack.push_back(u.user);
           }
@@ -308,6 +351,8 @@ private:
       if (!rules_.transcendentalIntoContraction && isTranscendental(op.kind()))
         if (hasContraction(g)) return false;
       if (!rules_.elementwiseIntoGemmRows && computesGemmRows(op, g)) return false;
+      if (!rules_.windowIntoGemmColumns && readsWindow(op, g) && computesGemmColumns(op, g))
+        return false;
     } else {
       if (!rules_.elementwiseIntoProducer || anchorOf(g) || op.numResults() != 1) return false;
       // The attention strategy stores the op's result itself: no epilogue.

@@ -48,6 +48,7 @@ const std::vector<TargetDesc>& table() {
       c.wideAccumulation = false;
       c.fusion.epilogueOverConsumer = true;
       c.fusion.elementwiseIntoGemmRows = false;
+      c.fusion.windowIntoGemmColumns = false;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

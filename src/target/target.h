@@ -46,6 +46,15 @@ struct FusionRules {
   // own dispatch or as the epilogue of the matmul before it. A decode step's few rows keep
   // their prologue (each A element is loaded once per column block there).
   bool elementwiseIntoGemmRows = true;
+  // An elementwise op that computes a matmul's B (its columns) from a window over one
+  // input (4 or more slices of one value among the ops it would bring: a depthwise conv's
+  // taps, conv-depthwise) joins the matmul. Off on CPUs: the GEMM strategy computes B in
+  // its packing loop along the flattened output pixels, so every tap's index is split back
+  // into row and column per element (scalar code, gathers), where the depthwise conv's own
+  // `rows` kernel reads each tap as contiguous vectors (MobileNetV3-Small on one thread:
+  // a 3x3 depthwise conv with the 24-channel projection after it 137-152 us in one kernel,
+  // 96-101 us as two).
+  bool windowIntoGemmColumns = true;
 };
 
 struct TargetDesc {
