@@ -42,8 +42,9 @@ std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
 
 // The most micro-tile rows a block reads B in place for (directB). MobileNetV3-Small's
 // 1x1 convs on one thread (AVX-512, MR = 8): 16 x 3136 (K = 16) 68 -> 28 us, 24 x 784
-// (K = 72, 88) 81 -> 37 and 100 -> 46 us, 40 x 196 (K = 240) 93 -> 66 us; at 12 rows the
-// 96 x 49 products (K = 576) got 1.5x slower.
+// (K = 72, 88) 81 -> 37 and 100 -> 46 us, 40 x 196 (K = 240) 93 -> 66 us. Larger blocks
+// gained nothing measurable: alone, 72 to 576-row products read in place ran within 5% of
+// packed (and 1.5x slower at 96 x 576 x 49 while the partial strip was read in place too).
 constexpr int64_t kDirectTiles = 8;
 // The most non-view ops B's prologue may have for a direct block, which computes it once
 // per micro-tile row (an SE gate's multiply: 1; a depthwise conv's taps: dozens).
