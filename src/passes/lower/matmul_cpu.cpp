@@ -343,6 +343,8 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // or fewer, where packing would load and store it once more (directB).
   bool direct = directB(B, transposed, MC, MR);
   bool mayPack = transposed || (MC > MR && !direct);
+  // Micro-tiles over a packed or (direct) in-place B; the streamed path otherwise.
+  bool tiled = mayPack || direct;
   // A direct block packs its partial last strip only (one micro-panel), whose clamped
   // columns would not be one contiguous load per row k.
   Value* pack = mayPack  ? priv({Dim(NC / NR), Dim(KC), Dim(NR)})
@@ -351,7 +353,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
-  Value* apack = (mayPack || direct) && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
+  Value* apack = tiled && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
@@ -447,7 +449,6 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // Packing pays when the panel is reused by several micro-tile rows, or when B is
   // transposed (strided along N otherwise): `packs` is 1 or 0 (a loop taken once or not),
   // 1 for the micro-tiles over a packed or (direct) in-place B, 0 for the streamed path.
-  bool tiled = mayPack || direct;
   Value* packs = kb.cst(tiled ? 1 : 0);
   if (tiled && !transposed)
     packs = kb.mk(kb.body(), OpKind::SSelect,
@@ -472,7 +473,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* kEnd = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k0, kb.cst(KC)), K);
   if (tiled) {
     kb.beginFor(kb.cst(0), packs, kb.cst(1));
-    if (mayPack || direct) {
+    {
       auto packOne = [&](Value* n, Value* k, Value* s, Value* b) -> Status {
         std::vector<Value*> oix = batch;
         oix.push_back(m0);
