@@ -192,6 +192,23 @@ int64_t prologueOps(const Value* v, int64_t cap) {
   return n;
 }
 
+// When B = reshape(X) merges X's last two dims [.., K, R, W] into its N and X is read
+// through a slice or transpose (a depthwise conv's wide rows, `slice(..)[.., :OW]`), the
+// input X itself; null otherwise. Packed through B, every column's element finds its row
+// and column of X by a division and LLVM gathers the strip; from X a strip is at most
+// (NR - 1) / W + 2 contiguous runs of one row each.
+const Value* mergedRowsInput(const Value* b) {
+  const Op* d = b->def();
+  if (!d || d->kind() != OpKind::Reshape) return nullptr;
+  const Value* x = d->operand(0);
+  const Type& bt = b->type();
+  const Type& xt = x->type();
+  if (xt.rank() != bt.rank() + 1 || !xt.dim(xt.rank() - 1).isStatic()) return nullptr;
+  for (int64_t i = 0; i + 1 < bt.rank(); ++i)
+    if (!(xt.dim(i) == bt.dim(i))) return nullptr;
+  return prologueOps(x, 1 << 20) >= (1 << 20) ? x : nullptr;
+}
+
 bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {
   return !transposed && mc > mr && mc <= kDirectTiles * mr &&
          prologueOps(b, kDirectPrologueOps + 1) <= kDirectPrologueOps;
@@ -493,8 +510,41 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       } else {
         // Row k of each full strip: NR contiguous elements in, NR contiguous out (static
         // bounds); the partial last strip clamps its columns to the last valid one.
+        // A B merged from rows of X (mergedRowsInput) packs each full strip as its runs
+        // along X's rows: run `seg` is row r0 + seg of X, columns [lo, hi) of the strip.
+        const Value* X = direct ? nullptr : mergedRowsInput(B);
+        if (X) {
+          int64_t W = X->type().dim(X->type().rank() - 1).value();
+          Value* Wv = kb.cst(W);
+          Value* sv =
+              kb.beginFor(kb.cst(0), kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)), kb.cst(1));
+          Value* ns = kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IMul, sv, kb.cst(NR)));
+          Value* r0 = kb.idx(OpKind::IFloorDiv, ns, Wv);
+          Value* c0 = kb.idx(OpKind::IMod, ns, Wv);
+          Value* seg = kb.beginFor(kb.cst(0), kb.cst((NR - 1) / W + 2), kb.cst(1));
+          Value* segStart = kb.idx(OpKind::IMul, seg, Wv);
+          Value* lo = kb.idx(OpKind::IMax, kb.idx(OpKind::ISub, segStart, c0), kb.cst(0));
+          Value* hi =
+              kb.idx(OpKind::IMin, kb.idx(OpKind::ISub, kb.idx(OpKind::IAdd, segStart, Wv), c0),
+                     kb.cst(NR));
+          Value* row = kb.idx(OpKind::IAdd, r0, seg);
+          Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+          Value* b = kb.beginFor(lo, hi, kb.cst(1));
+          std::vector<Value*> oix = batch;
+          oix.push_back(m0);
+          oix.push_back(ns);
+          std::vector<Value*> xix = kb.matmulIndices(mm, oix, k).second;
+          xix.back() = row;
+          xix.push_back(kb.idx(OpKind::ISub, kb.idx(OpKind::IAdd, b, c0), segStart));
+          KILN_TRY(Value * xval, kb.emitAt(X, xix));
+          kb.st(kb.castTo(xval, ae), pack, {sv, kb.idx(OpKind::ISub, k, k0), b});
+          kb.endFor();
+          kb.endFor();
+          kb.endFor();
+          kb.endFor();
+        }
         for (bool edge : {false, true}) {
-          if (direct && !edge) continue;
+          if ((direct || X) && !edge) continue;
           Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
                              : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
           Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
