@@ -372,14 +372,60 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // that reads it (N / NR times per element).
   Value* apack = tiled && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
+  // The partial last strip's w < NR columns, by width, with L = NR / 2 (one vector):
+  // more than 3L/2 take the whole strip (two vectors wide, as the full strips), more than
+  // L/2 a one-vector strip (the first L columns), and the rest, at most L/2 columns (all of
+  // a narrow strip or the last w - L of one more than L wide), are dot products along k
+  // in L lanes per row: a 49-column product (a 7x7 map) computed 64 columns in two
+  // strips, now 48 and a dot column. Dots need A contiguous along k (a weight [M, K], or
+  // A packed) and K of at least two vectors; otherwise the whole strip computes w.
+  const int64_t L = NR / 2;
+  const Dim& kDim = at.dim(at.rank() - 1);
+  bool dotEdge = tiled && NR % 2 == 0 && L >= 2 && (!kDim.isStatic() || kDim.value() >= 2 * L) &&
+                 (apack || innermostWhereLoaded(A, at.rank() - 1));
+  // With a static N every block's partial strip has w = N mod NR columns (0 but in the
+  // last block): only the parts that w takes are emitted.
+  const Dim& nDim = s[r - 1];
+  int64_t staticW = nDim.isStatic() ? nDim.value() % NR : -1;
+  bool anyW = staticW < 0;
+  bool wideEdge = !dotEdge || anyW || staticW > L + L / 2;
+  bool halfEdge = dotEdge && (anyW || (staticW > L / 2 && staticW <= L + L / 2));
+  bool dotCols = dotEdge && (anyW || (staticW > 0 && staticW <= L / 2) ||
+                             (staticW > L && staticW <= L + L / 2));
+  auto pick = [&](Value* cond, Value* x, Value* y) {
+    return kb.mk(kb.body(), OpKind::SSelect, {cond, x, y}, Type::index());
+  };
+  // The loop ends of the two-vector and one-vector edge strips and the first dot column,
+  // emitted where they are used (nothing when there are no dots: the strip computes w).
+  struct EdgeBounds {
+    Value* wideEnd;
+    Value* halfEnd;
+    Value* dotStart;
+  };
+  auto edgeBounds = [&]() -> EdgeBounds {
+    if (!dotEdge) return {colsV, nullptr, nullptr};
+    Value* w = kb.idx(OpKind::ISub, colsV, colsFull);
+    Value* overHalf = kb.cmp("gt", w, kb.cst(L / 2));
+    Value* overL = kb.cmp("gt", w, kb.cst(L));
+    Value* overWide = kb.cmp("gt", w, kb.cst(L + L / 2));
+    return {pick(overWide, colsV, colsFull),
+            pick(overWide, colsFull,
+                 pick(overHalf, kb.idx(OpKind::IAdd, colsFull, kb.cst(1)), colsFull)),
+            pick(overWide, colsV,
+                 pick(overL, kb.idx(OpKind::IAdd, colsFull, kb.cst(L)),
+                      pick(overHalf, colsV, colsFull)))};
+  };
+  Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
+  Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
+
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
-  auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, bool packed, Value* k0,
+  auto micro = [&](Value* rb, Value* cb0, int64_t mr, int64_t nr, bool edge, bool packed, Value* k0,
                    Value* kEnd) -> Status {
     // The accumulators start at 0 in the first K step and at the block accumulator's
     // values in the later ones (a loop taken once or not).
     Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    Value* b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     kb.st(kb.scst(ae, 0.0), reg, {a, b});
     kb.endFor();
     kb.endFor();
@@ -388,7 +434,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
                       {kb.cmp("gt", k0, kb.cst(0)), kb.cst(1), kb.cst(0)}, Type::index()),
                 kb.cst(1));
     a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
     kb.endFor();
     kb.endFor();
@@ -403,7 +449,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     std::vector<std::vector<Value*>> rowIx;
     for (int64_t r = 0; fold && r < mr; ++r) rowIx.push_back(rowAt(r));
     Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     std::vector<Value*> oix;
     if (packed) {
       kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
@@ -429,16 +475,69 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
         av = kb.castTo(aval, ae);
       }
-      b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+      b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
       Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
       kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
       kb.endFor();
     }
     kb.endFor();
     a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     kb.st(kb.ld(reg, {a, b}), cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)});
     kb.endFor();
+    kb.endFor();
+    return ok();
+  };
+  // Rows [rb, rb + mr) of the columns [dotStart, colsV): per column, L lanes of partial
+  // sums per row over k in steps of L (B's column packed along k in packT), the rest of k
+  // into lane 0, then the lanes summed into the block accumulator.
+  auto dots = [&](Value* rb, int64_t mr, Value* dotStart, Value* k0, Value* kEnd) -> Status {
+    Value* c = kb.beginFor(dotStart, colsV, kb.cst(1));
+    Value* jt = kb.idx(OpKind::ISub, c, dotStart);
+    Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+    Value* l = kb.beginFor(kb.cst(0), kb.cst(L), kb.cst(1));
+    kb.st(kb.scst(ae, 0.0), dacc, {a, l});
+    kb.endFor();
+    kb.endFor();
+    std::vector<std::vector<Value*>> rowIx;
+    for (int64_t r = 0; !apack && r < mr; ++r)
+      rowIx.push_back(rowIndex(kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, kb.cst(r)))));
+    auto aAt = [&](int64_t r, Value* k) -> Result<Value*> {
+      if (apack)
+        return kb.ld(apack, {kb.idx(OpKind::IAdd, rb, kb.cst(r)), kb.idx(OpKind::ISub, k, k0)});
+      KILN_TRY(
+          Value * aval,
+          kb.emitAt(A, kb.matmulIndices(mm, with(rowIx[static_cast<size_t>(r)], n0), k).first));
+      return kb.castTo(aval, ae);
+    };
+    Value* kVec = kb.idx(
+        OpKind::IAdd, k0,
+        kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::ISub, kEnd, k0), kb.cst(L)),
+               kb.cst(L)));
+    for (bool tail : {false, true}) {
+      Value* kk = tail ? kb.beginFor(kVec, kEnd, kb.cst(1)) : kb.beginFor(k0, kVec, kb.cst(L));
+      for (int64_t r = 0; r < mr; ++r) {
+        Value* lane = tail ? kb.cst(0) : kb.beginFor(kb.cst(0), kb.cst(L), kb.cst(1));
+        Value* k = tail ? kk : kb.idx(OpKind::IAdd, kk, lane);
+        KILN_TRY(Value * av, aAt(r, k));
+        Value* p =
+            kb.compute(OpKind::Mul, {av, kb.ld(packT, {jt, kb.idx(OpKind::ISub, k, k0)})}, ae);
+        kb.st(kb.compute(OpKind::Add, {kb.ld(dacc, {kb.cst(r), lane}), p}, ae), dacc,
+              {kb.cst(r), lane});
+        if (!tail) kb.endFor();
+      }
+      kb.endFor();
+    }
+    for (int64_t r = 0; r < mr; ++r) {
+      std::vector<Value*> at = {kb.idx(OpKind::IAdd, rb, kb.cst(r)), c};
+      Value* prev =
+          kb.mk(kb.body(), OpKind::SSelect,
+                {kb.cmp("gt", k0, kb.cst(0)), kb.ld(cb, at), kb.scst(ae, 0.0)}, Type::scalar(ae));
+      kb.st(prev, cb, at);
+      l = kb.beginFor(kb.cst(0), kb.cst(L), kb.cst(1));
+      kb.st(kb.compute(OpKind::Add, {kb.ld(cb, at), kb.ld(dacc, {kb.cst(r), l})}, ae), cb, at);
+      kb.endFor();
+    }
     kb.endFor();
     return ok();
   };
@@ -446,19 +545,35 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // Full strips read the panel when B is packed, B in place when direct; the partial last
   // strip always reads the panel.
   auto strips = [&](Value* k0, Value* kEnd) -> Status {
-    for (bool edge : {false, true}) {
+    EdgeBounds eb = edgeBounds();
+    // 0: the full strips, 1: the partial one two vectors wide, 2: one vector wide.
+    for (int part : {0, 1, 2}) {
+      if ((part == 1 && !wideEdge) || (part == 2 && !halfEdge)) continue;
+      bool edge = part > 0;
       bool packed = edge || mayPack;
-      Value* j0 = edge ? kb.beginFor(colsFull, colsV, kb.cst(NR))
-                       : kb.beginFor(kb.cst(0), colsFull, kb.cst(NR));
+      int64_t nr = part == 2 ? L : NR;
+      Value* j0 = part == 0   ? kb.beginFor(kb.cst(0), colsFull, kb.cst(NR))
+                  : part == 1 ? kb.beginFor(colsFull, eb.wideEnd, kb.cst(NR))
+                              : kb.beginFor(colsFull, eb.halfEnd, kb.cst(1));
       Value* i0 = kb.beginFor(kb.cst(0), rowsFull, kb.cst(MR));
-      KILN_CHECK(micro(i0, j0, MR, edge, packed, k0, kEnd));
+      KILN_CHECK(micro(i0, j0, MR, nr, edge, packed, k0, kEnd));
       kb.endFor();
       if (MR > 1) {
         Value* i = kb.beginFor(rowsFull, rowsV, kb.cst(1));
-        KILN_CHECK(micro(i, j0, 1, edge, packed, k0, kEnd));
+        KILN_CHECK(micro(i, j0, 1, nr, edge, packed, k0, kEnd));
         kb.endFor();
       }
       kb.endFor();
+    }
+    if (dotCols) {
+      Value* i0 = kb.beginFor(kb.cst(0), rowsFull, kb.cst(MR));
+      KILN_CHECK(dots(i0, MR, eb.dotStart, k0, kEnd));
+      kb.endFor();
+      if (MR > 1) {
+        Value* i = kb.beginFor(rowsFull, rowsV, kb.cst(1));
+        KILN_CHECK(dots(i, 1, eb.dotStart, k0, kEnd));
+        kb.endFor();
+      }
     }
     return ok();
   };
@@ -559,6 +674,18 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
           kb.endFor();
         }
       }
+    }
+    if (dotCols) { // the dot columns, each contiguous along k
+      Value* dotStart = edgeBounds().dotStart;
+      Value* j = kb.beginFor(kb.cst(0), kb.idx(OpKind::ISub, colsV, dotStart), kb.cst(1));
+      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
+      std::vector<Value*> oix = batch;
+      oix.push_back(m0);
+      oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, dotStart, j)));
+      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+      kb.st(kb.castTo(bval, ae), packT, {j, kb.idx(OpKind::ISub, k, k0)});
+      kb.endFor();
+      kb.endFor();
     }
     if (apack) { // rows of the block's A slice, contiguous along k
       Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
