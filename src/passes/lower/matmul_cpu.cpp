@@ -11,9 +11,10 @@
 //           the extents.
 // Emits:    per MC x NC block, K in steps of KC: B's panel packed (when transposed, or
 //           reused by more than kDirectTiles micro-tile rows or computed by a longer
-//           prologue; read in place otherwise), MR-row micro-tiles over NR-column strips,
-//           and a streamed path for blocks of at most MR rows; then the epilogue on the
-//           block's valid part.
+//           prologue; read in place otherwise), MR-row micro-tiles over NR-column strips
+//           (the partial last one by width: two vectors, one, and dot products along k
+//           for its last few columns), and a streamed path for blocks of at most MR rows;
+//           then the epilogue on the block's valid part.
 //
 //   %0 = matmul %a, %b : tensor<{m}x512xf32>   =>   for k0 in K by KC: pack B's panel
 //                                                     for strips, micro-tiles: reg += a * b
