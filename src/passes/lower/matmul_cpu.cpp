@@ -204,7 +204,9 @@ const Value* mergedRowsInput(const Value* b) {
   const Value* x = d->operand(0);
   const Type& bt = b->type();
   const Type& xt = x->type();
-  if (xt.rank() != bt.rank() + 1 || !xt.dim(xt.rank() - 1).isStatic()) return nullptr;
+  if (xt.rank() != bt.rank() + 1) return nullptr;
+  const Dim& w = xt.dim(xt.rank() - 1);
+  if (!w.isStatic() || w.value() < 1) return nullptr;
   for (int64_t i = 0; i + 1 < bt.rank(); ++i)
     if (!(xt.dim(i) == bt.dim(i))) return nullptr;
   return prologueOps(x, 1 << 20) >= (1 << 20) ? x : nullptr;
