@@ -113,6 +113,7 @@ Status KernelEmitter::emitNode(const Node& n) {
   const Block& body = *op.region(0);
   keepLoop_ = keepBarrierLoops_ && n.hasBarrier;
   unrollLoop_ = op.attrs().getInt("unroll", 0) != 0;
+  scalarLoop_ = op.attrs().getInt("vectorize", 1) == 0;
   KILN_TRY(std::vector<llvm::Value*> results,
            loopCarrying(lo, hi, step, inits,
                         [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried)

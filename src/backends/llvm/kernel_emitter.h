@@ -143,7 +143,8 @@ protected:
   bool keepBarrierLoops_ = false;
   // The next loop is unrolled completely when its trip count is static (for's unroll=1).
   bool unrollLoop_ = false;
-  bool index32_ = false; // see indexTy()
+  bool scalarLoop_ = false; // the next loop's iterations are not vectorized (for's vectorize=0)
+  bool index32_ = false;    // see indexTy()
 };
 
 template <typename F>
@@ -162,8 +163,8 @@ template <typename F>
 Result<std::vector<llvm::Value*>>
 KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
                             const std::vector<llvm::Value*>& inits, F body) {
-  bool keep = keepLoop_, asked = unrollLoop_;
-  keepLoop_ = unrollLoop_ = false;
+  bool keep = keepLoop_, asked = unrollLoop_, scalar = scalarLoop_;
+  keepLoop_ = unrollLoop_ = scalarLoop_ = false;
   bool loopAround = loopInside_;
   loopInside_ = false;
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -200,9 +201,14 @@ KernelEmitter::loopCarrying(llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
                              fullUnrollTrips_));
   const char* hint = keep ? "llvm.loop.unroll.disable" : full ? "llvm.loop.unroll.full" : nullptr;
   loopInside_ = loopAround || !full;
-  if (hint) {
-    llvm::MDNode* md = llvm::MDNode::getDistinct(
-        c_, {nullptr, llvm::MDNode::get(c_, llvm::MDString::get(c_, hint))});
+  if (hint || scalar) {
+    std::vector<llvm::Metadata*> ops{nullptr};
+    if (hint) ops.push_back(llvm::MDNode::get(c_, llvm::MDString::get(c_, hint)));
+    if (scalar)
+      ops.push_back(
+          llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.vectorize.enable"),
+                                 llvm::ConstantAsMetadata::get(llvm::ConstantInt::getFalse(c_))}));
+    llvm::MDNode* md = llvm::MDNode::getDistinct(c_, ops);
     md->replaceOperandWith(0, md);
     latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   }

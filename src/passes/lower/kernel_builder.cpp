@@ -165,6 +165,7 @@ Value* KernelBuilder::beginFor(Value* lo, Value* hi, Value* step,
   return iv;
 }
 void KernelBuilder::unrollLoop() { loops_.back().loop->attrs().set("unroll", int64_t(1)); }
+void KernelBuilder::scalarLoop() { loops_.back().loop->attrs().set("vectorize", int64_t(0)); }
 std::vector<Value*> KernelBuilder::carried() const {
   const Block* region = loops_.back().loop->region(0);
   std::vector<Value*> out;
