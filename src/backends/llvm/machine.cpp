@@ -1,6 +1,8 @@
 // Target machines, the optimization pipeline and object emission (see machine.h).
 #include "backends/llvm/machine.h"
 
+#include "backends/llvm/x86_minmax.h"
+
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -19,6 +21,14 @@
 #include <mutex>
 
 namespace kiln::llvmgen {
+
+namespace {
+struct RangeMinMaxPass : llvm::PassInfoMixin<RangeMinMaxPass> {
+  llvm::PreservedAnalyses run(llvm::Function& f, llvm::FunctionAnalysisManager&) {
+    return rangeMinMax(f) ? llvm::PreservedAnalyses::none() : llvm::PreservedAnalyses::all();
+  }
+};
+} // namespace
 
 void initializeLlvm() {
   static std::once_flag once;
@@ -79,6 +89,8 @@ Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::strin
                                : level == 2 ? llvm::OptimizationLevel::O2
                                             : llvm::OptimizationLevel::O3;
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(ol);
+  // After the vectorizers: the trees it rewrites are then whole vectors (x86_minmax.h).
+  if (hasVrange(tm)) mpm.addPass(llvm::createModuleToFunctionPassAdaptor(RangeMinMaxPass()));
   mpm.run(m, mam);
   return ok();
 }
