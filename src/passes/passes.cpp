@@ -83,6 +83,10 @@ const std::vector<PassInfo>& registeredPasses() {
          "on cpu targets, decode-step matmuls (at most 4 rows) over a large [K, N] B as "
          "partial matmuls over contiguous K slices of B plus their sum",
          cg, codegen(createGemvSplitPass)},
+        {"pool-pad",
+         "on cpu targets, float max pools whose windows reach past the input read a copy "
+         "padded with -inf, with whole windows and no bounds checks",
+         cg, codegen(createPoolPadPass)},
         {"tile", "choose workgroup shapes and tiles that fit the target", cg,
          codegen(createTilePass)},
         {"lower", "turn tensor-level kernels into kernel IR and check their resources", cg,
@@ -105,6 +109,7 @@ const std::vector<PassInfo>& registeredPasses() {
 void addCodegenPasses(PassManager& pm, const CodegenOptions& opts) {
   pm.addPass("conv-gemm", createConvGemmPass(opts));
   pm.addPass("conv-depthwise", createConvDepthwisePass(opts));
+  pm.addPass("pool-pad", createPoolPadPass(opts));
   pm.addPass("gemv-split", createGemvSplitPass(opts));
   pm.addPass("fuse", createFusePass(opts));
   pm.addPass("collapse-dims", createCollapseDimsPass(opts));
@@ -125,12 +130,12 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
-      // conv-gemm, conv-depthwise and gemv-split before fuse: the matmuls, elementwise
-      // taps and sums they make form dispatches. fuse next: the others
+      // conv-gemm, conv-depthwise, pool-pad and gemv-split before fuse: the matmuls,
+      // elementwise taps, pads and sums they make form dispatches. fuse next: the others
       // transform dispatches. collapse-dims before tile: tiles are chosen for the final
       // iteration space. pad after tile: it needs the tiles. lower last.
       {"codegen",
-       "shape-infer,conv-gemm,conv-depthwise,gemv-split,fuse,collapse-dims,tile,pad,lower",
+       "shape-infer,conv-gemm,conv-depthwise,pool-pad,gemv-split,fuse,collapse-dims,tile,pad,lower",
        "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;

@@ -25,6 +25,7 @@ std::unique_ptr<Pass> createShapeInferPass();
 // The codegen passes, in pipeline order (codegen.h: CodegenOptions).
 std::unique_ptr<Pass> createConvDepthwisePass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createConvGemmPass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createPoolPadPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createGemvSplitPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createCollapseDimsPass(const CodegenOptions& opts);
