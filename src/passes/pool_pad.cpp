@@ -51,8 +51,13 @@ std::vector<int64_t> padsFor(const Op& pool) {
     int64_t in = xs[2 + d], o = ys[2 + d], begin = pads[d];
     if (o < 1 || begin < 0 || kernel[d] < 1 || strides[d] < 1 || dil[d] < 1) return {};
     // The input extent the windows span, counted from the first window's start.
-    int64_t span = (o - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1;
+    int64_t a = 0, b = 0, span = 0;
+    if (__builtin_mul_overflow(o - 1, strides[d], &a) ||
+        __builtin_mul_overflow(kernel[d] - 1, dil[d], &b) ||
+        __builtin_add_overflow(a, b + 1, &span))
+      return {};
     int64_t end = span - begin - in; // > 0: read past the end; < 0: never read
+    if (end <= -in) return {};       // no window reads the input at all: left as it is
     if (begin > 0 || end > 0) needed = true;
     out[2 + d] = begin;
     out[xs.size() + 2 + d] = end;
