@@ -895,7 +895,8 @@ TEST_CASE("cpu: f32 exp, log, tanh, erf, sigmoid, silu and gelu are within 2 to 
 // negatives and a few NaNs, infinities and subnormals make windows whose maximum is a zero
 // of either sign; every result must equal the interpreter's bit for bit (any NaN for NaN).
 TEST_CASE("cpu: max and min trees, pools and reductions are exact for NaN and signed zeros") {
-  const char* text = R"(func @main(%x: tensor<1x3x12x40xf32>, %y: tensor<1x3x12x40xf32>, %z: tensor<1x3x12x40xf32>, %d: tensor<7x40xf64>) -> (tensor<1x3x6x20xf32>, tensor<1x3x5x19xf32>, tensor<1x3x12x40xf32>, tensor<1x3x12x40xf32>, tensor<1x3x12xf32>, tensor<7xf64>, tensor<1x3x6x6xf32>) {
+  const char* text =
+      R"(func @main(%x: tensor<1x3x12x40xf32>, %y: tensor<1x3x12x40xf32>, %z: tensor<1x3x12x40xf32>, %d: tensor<7x40xf64>) -> (tensor<1x3x6x20xf32>, tensor<1x3x5x19xf32>, tensor<1x3x12x40xf32>, tensor<1x3x12x40xf32>, tensor<1x3x12xf32>, tensor<7xf64>, tensor<1x3x6x6xf32>) {
   %0 = max_pool %x {ceil_mode = 0, dilations = [1, 1], kernel = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : tensor<1x3x6x20xf32>
   %1 = max_pool %x {ceil_mode = 0, dilations = [1, 1], kernel = [3, 3], pads = [0, 0, 0, 0], strides = [2, 2]} : tensor<1x3x5x19xf32>
   %2 = max %x, %y : tensor<1x3x12x40xf32>
@@ -908,8 +909,8 @@ TEST_CASE("cpu: max and min trees, pools and reductions are exact for NaN and si
   %9 = max_pool %8 {ceil_mode = 1, dilations = [1, 1], kernel = [3, 3], pads = [0, 0, 0, 0], strides = [2, 2]} : tensor<1x3x6x6xf32>
   return %0, %1, %3, %5, %6, %7, %9
 })";
-  const double specials[] = {-0.0, -0.0, -0.0, 0.0, 0.0, -1.5, -2.0, -1e-3, NAN, -INFINITY,
-                             INFINITY, 1e-45, -1e-45, 0.0, -0.0, -3.0};
+  const double specials[] = {-0.0, -0.0,      -0.0,     0.0,   0.0,    -1.5, -2.0, -1e-3,
+                             NAN,  -INFINITY, INFINITY, 1e-45, -1e-45, 0.0,  -0.0, -3.0};
   std::mt19937_64 rng(7);
   auto make = [&](ElemType e, std::vector<int64_t> shape, int nanOneIn) {
     HostTensor t(e, std::move(shape));
@@ -920,10 +921,9 @@ TEST_CASE("cpu: max and min trees, pools and reductions are exact for NaN and si
     }
     return t;
   };
-  std::vector<HostTensor> in = {make(ElemType::F32, {1, 3, 12, 40}, 12),
-                                make(ElemType::F32, {1, 3, 12, 40}, 12),
-                                make(ElemType::F32, {1, 3, 12, 40}, 12),
-                                make(ElemType::F64, {7, 40}, 30)};
+  std::vector<HostTensor> in = {
+      make(ElemType::F32, {1, 3, 12, 40}, 12), make(ElemType::F32, {1, 3, 12, 40}, 12),
+      make(ElemType::F32, {1, 3, 12, 40}, 12), make(ElemType::F64, {7, 40}, 30)};
   auto ref = parse(text);
   WeightStore rw(*ref);
   auto want = interpret(*ref->lookupFunc("main"), in, rw);

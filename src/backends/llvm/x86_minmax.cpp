@@ -59,13 +59,9 @@ llvm::FixedVectorType* workType(llvm::Type* t) {
 
 class TreeRewriter {
 public:
-  TreeRewriter(llvm::IntrinsicInst* root, llvm::Intrinsic::ID id)
-      : root_(root), id_(id), b_(root) {}
-
-  // Collects the tree's inner calls and leaves; false when it is not one this pass rewrites.
-  bool collect() {
+  // Collects the tree's inner calls and leaves.
+  TreeRewriter(llvm::IntrinsicInst* root, llvm::Intrinsic::ID id) : root_(root), id_(id), b_(root) {
     visit(root_);
-    return !leaves_.empty();
   }
 
   void rewrite() {
@@ -161,10 +157,7 @@ bool rangeMinMax(llvm::Function& f) {
                    llvm::cast<llvm::Instruction>(c->user_back())->getParent() == &bb;
       if (!inner) roots.push_back({c, id});
     }
-  for (auto [root, id] : roots) {
-    TreeRewriter t(root, id);
-    if (t.collect()) t.rewrite();
-  }
+  for (auto [root, id] : roots) TreeRewriter(root, id).rewrite();
   return !roots.empty();
 }
 

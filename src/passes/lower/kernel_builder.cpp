@@ -165,7 +165,9 @@ Value* KernelBuilder::beginFor(Value* lo, Value* hi, Value* step,
   return iv;
 }
 void KernelBuilder::unrollLoop() { loops_.back().loop->attrs().set("unroll", int64_t(1)); }
-void KernelBuilder::scalarLoop() { loops_.back().loop->attrs().set("vectorize", int64_t(0)); }
+void KernelBuilder::scalarLoop(Op* loop) {
+  (loop ? loop : loops_.back().loop)->attrs().set("vectorize", int64_t(0));
+}
 std::vector<Value*> KernelBuilder::carried() const {
   const Block* region = loops_.back().loop->region(0);
   std::vector<Value*> out;

@@ -102,9 +102,10 @@ public:
   // Marks the innermost open loop for complete unrolling (for's unroll=1): its trip count is
   // static and the private arrays it indexes should become registers.
   void unrollLoop();
-  // Marks the innermost open loop as not vectorized across its iterations (for's
-  // vectorize=0): the loops inside it carry the vectors.
-  void scalarLoop();
+  // Marks `loop` (default: the innermost open loop) as not vectorized across its
+  // iterations (for's vectorize=0): the loops inside it carry the vectors, or its code is
+  // better scalar.
+  void scalarLoop(Op* loop = nullptr);
   // The innermost open loop's carried values, as its body sees them.
   std::vector<Value*> carried() const;
   // Closes the innermost open loop: the body yields `next` (one per carried value) and the

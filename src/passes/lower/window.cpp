@@ -65,7 +65,7 @@ Result<Value*> KernelBuilder::window(const Op& op, const std::vector<Value*>& ix
   if (!conv && colLoop_ && target().cpu && strides.back() > 1 &&
       op.result(0)->type().staticShape().back() <
           std::max<int64_t>(2, target().preferredVectorBits / 32))
-    colLoop_->attrs().set("vectorize", int64_t(0));
+    scalarLoop(colLoop_);
   int64_t cg = 1, mg = 1;
   size_t loops = 0;
   Value* cc = nullptr;
