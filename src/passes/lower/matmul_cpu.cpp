@@ -30,17 +30,6 @@ namespace kiln {
 
 namespace {
 
-// The cpu register block: NR two vectors of accumulators wide (f32; f64 and i64 for f64
-// and integer matmuls), MR rows so that MR x NR / lanes accumulators plus the B row and a
-// broadcast A fit the SIMD registers.
-std::pair<int64_t, int64_t> cpuMicro(const TargetDesc& t, ElemType result) {
-  bool wide = result == ElemType::F64 || !isFloat(result);
-  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / (wide ? 64 : 32));
-  int64_t nr = 2 * lanes;
-  int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
-  return {mr, nr};
-}
-
 // The most micro-tile rows a block reads B in place for (directB). MobileNetV3-Small's
 // 1x1 convs on one thread (AVX-512, MR = 8): 16 x 3136 (K = 16) 68 -> 28 us, 24 x 784
 // (K = 72, 88) 81 -> 37 and 100 -> 46 us, 40 x 196 (K = 240) 93 -> 66 us. Larger blocks
@@ -122,6 +111,33 @@ void balanceBlocks(int64_t rows, int64_t cols, int64_t depth, int64_t entries, i
 }
 
 } // namespace
+
+// The cpu register block: NR two vectors of accumulators wide (f32; f64 and i64 for f64
+// and integer matmuls), MR rows so that MR x NR / lanes accumulators plus the B row and a
+// broadcast A fit the SIMD registers.
+std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result) {
+  bool wide = result == ElemType::F64 || !isFloat(result);
+  int64_t lanes = std::max<int64_t>(1, t.preferredVectorBits / (wide ? 64 : 32));
+  int64_t nr = 2 * lanes;
+  int64_t mr = std::clamp<int64_t>((t.vectorRegisters - 4) / 2, 1, 8);
+  return {mr, nr};
+}
+
+const Value* prepackedB(const Value* b, int64_t nr) {
+  const Op* r = b->def();
+  if (!r || r->kind() != OpKind::Reshape || b->type().rank() != 2) return nullptr;
+  const Op* t = r->operand(0)->def();
+  if (!t || t->kind() != OpKind::Transpose ||
+      t->attrs().getInts("perm") != std::vector<int64_t>{1, 0, 2})
+    return nullptr;
+  const Value* p = t->operand(0);
+  const Type& pt = p->type();
+  const Type& bt = b->type();
+  if (pt.rank() != 3 || !pt.isStatic() || !bt.isStatic() || pt.dim(2).value() != nr ||
+      pt.dim(1) != bt.dim(0) || pt.dim(0).value() * nr != bt.dim(1).value())
+    return nullptr;
+  return p;
+}
 
 bool foldsBatch(const KernelShape& s) {
   if (s.outShape.size() < 3) return false;
@@ -227,7 +243,7 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
                                  const SymbolTable& syms) {
   size_t r = s.outShape.size();
   auto ub = [&](const Dim& d) { return std::min<int64_t>(upperBound(d, syms), 1 << 30); };
-  auto [mr, nr] = cpuMicro(t, s.anchor->result(0)->type().elem());
+  auto [mr, nr] = cpuMicroTile(t, s.anchor->result(0)->type().elem());
   auto roundUp = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
   int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(s.bElem));
   int64_t aBytes = std::max<int64_t>(4, elemTypeBytes(s.aElem));
@@ -242,7 +258,16 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   int64_t rows = ub(s.outShape[r - 2]);
   if (foldsBatch(s))
     for (size_t i = 0; i + 2 < r; ++i) rows = std::min<int64_t>(rows * ub(s.outShape[i]), 1 << 30);
-  mc = std::min(mc, roundUp(rows, mr));
+  // Rows over the cap split into equal row blocks: capped, ViT's 197 tokens were a block of
+  // 192 and one of 5 rows, which streams all of B for those 5 (the 768 x 3072 MLP weight,
+  // 9.4 MB: 197 x 768 x 3072 took 12.7 ms on one thread against 9.5 for 192 rows). A
+  // product at most an eighth over the cap stays one block (B packed once).
+  if (int64_t whole = roundUp(rows, mr); whole <= mc + mc / 8) {
+    mc = whole;
+  } else {
+    int64_t rowBlocks = (rows + mc - 1) / mc;
+    mc = std::min(mc, roundUp((rows + rowBlocks - 1) / rowBlocks, mr));
+  }
   int64_t cols = ub(s.outShape[r - 1]);
   int64_t nc = std::min<int64_t>(8 * nr, roundUp(cols, nr));
   int64_t entries = 1;
@@ -361,15 +386,20 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // or cheaply computed reads B's rows in place in its micro-kernels (NR contiguous
   // elements of row k, as the panel would hold them): each element is read MC / MR times
   // or fewer, where packing would load and store it once more (directB).
-  bool direct = directB(B, transposed, MC, MR);
+  // A weight stored as the micro-kernel reads it (pack-weights) is read in place, whatever
+  // the block: each micro-tile loads NR contiguous elements of its strip per k.
+  const Value* P = prepackedB(B, NR);
+  bool direct = P || directB(B, transposed, MC, MR);
   bool mayPack = transposed || (MC > MR && !direct);
   // Micro-tiles over a packed or (direct) in-place B; the streamed path otherwise.
   bool tiled = mayPack || direct;
   // A direct block packs its partial last strip only (one micro-panel), whose clamped
   // columns would not be one contiguous load per row k.
-  Value* pack = mayPack  ? priv({Dim(NC / NR), Dim(KC), Dim(NR)})
-                : direct ? priv({Dim(1), Dim(KC), Dim(NR)})
-                         : nullptr;
+  // A prepacked B has no partial strip (N is a multiple of NR): no panel at all.
+  Value* pack = P         ? nullptr
+                : mayPack ? priv({Dim(NC / NR), Dim(KC), Dim(NR)})
+                : direct  ? priv({Dim(1), Dim(KC), Dim(NR)})
+                          : nullptr;
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
@@ -395,6 +425,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool halfEdge = dotEdge && (anyW || (staticW > L / 2 && staticW <= L + L / 2));
   bool dotCols = dotEdge && (anyW || (staticW > 0 && staticW <= L / 2) ||
                              (staticW > L && staticW <= L + L / 2));
+  if (P) wideEdge = halfEdge = dotCols = false;
   auto pick = [&](Value* cond, Value* x, Value* y) {
     return kb.mk(kb.body(), OpKind::SSelect, {cond, x, y}, Type::index());
   };
@@ -456,6 +487,10 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     std::vector<Value*> oix;
     if (packed) {
       kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
+    } else if (P && !edge) {
+      Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
+      KILN_TRY(Value * bval, kb.emitAt(P, {sIx, k, b}));
+      kb.st(kb.castTo(bval, ae), bv, {b});
     } else {
       Value* col = kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, b));
       if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
@@ -662,7 +697,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
           kb.endFor();
         }
         for (bool edge : {false, true}) {
-          if ((direct || X) && !edge) continue;
+          if (((direct || X) && !edge) || P) continue;
           Value* sEnd = edge ? kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR))
                              : kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR));
           Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
