@@ -1,19 +1,21 @@
 // pack-weights: on cpu targets, the f32 weight B of a GEMM is stored the way the cpu
-// matmul's micro-kernel reads it, at compile time: [N / NR, K, NR], NR-column strips each
-// contiguous along k (matmul_cpu.cpp then reads it in place instead of packing a KC x NC
-// panel of it per block and K step). ViT-B/16's 192 x 768 x 3072 MLP product spent 16%
-// of its time packing its weight on one thread (10.4 -> 8.8 ms without the packing).
+// matmul's micro-kernel reads it, at compile time: [ceil(N / NR), K, NR], NR-column strips
+// each contiguous along k (matmul_cpu.cpp then reads it in place instead of packing a
+// KC x NC panel of it per block and K step). ViT-B/16's 192 x 768 x 3072 MLP product spent
+// 16% of its time packing its weight on one thread (10.4 -> 8.8 ms without the packing).
 //
 // Requires:    shape-infer (static shapes); runs before fuse, on the ops of the devices it
 //              covers, and only when the target is a cpu (TargetDesc::cpu).
 // Guarantees:  every covered f32 `matmul` with static shapes, more rows than the micro-
-//              kernel's MR (batch rows included), N a multiple of its NR and B a weight held
-//              in memory (an imported model's; `[K, N]`, or `[N, K]` under
-//              `transpose {perm = [1, 0]}`) reads B as reshape(transpose(P, [1, 0, 2]))
-//              of a new weight P `<name>.packed<NR>` (`<name>.t.packed<NR>` from a
-//              transposed one) with P[s, k, j] = B[k, s * NR + j]: the same values, so the
-//              same results bit for bit. The old weight op is erased when nothing else
-//              uses it (its data is then not embedded in the module).
+//              kernel's MR (batch rows included), N at least its NR and B a weight held in
+//              memory (an imported model's; `[K, N]`, or `[N, K]` under
+//              `transpose {perm = [1, 0]}`) reads B as reshape(transpose(P, [1, 0, 2])),
+//              sliced to its first N columns when NR does not divide N, of a new weight P
+//              `<name>.packed<NR>` (`<name>.t.packed<NR>` from a transposed one) of
+//              ceil(N / NR) strips with P[s, k, j] = B[k, s * NR + j] (0 past N): the same
+//              values, so the same results bit for bit. The old weight op is erased when
+//              nothing else uses it, and its declaration when no op loads it (its data is
+//              then not embedded in the module).
 // Invalidates: nothing (new ops have the weight's device and the matmul's location).
 //
 //   %w = weight {name = "fc"} : 768x3072     %p = weight {name = "fc.packed32"} : 96x768x32
@@ -94,23 +96,26 @@ private:
     int64_t rows = 1;
     for (size_t i = 0; i + 1 < ys.size(); ++i) rows *= ys[i];
     const int64_t k = bt.dim(0).value(), n = bt.dim(1).value();
-    if (rows <= mr || n < nr || n % nr != 0 || k < 1) return ok();
+    if (rows <= mr || n < nr || k < 1) return ok();
+    const int64_t strips = (n + nr - 1) / nr; // the last one padded with zeros
     std::optional<Source> src = weightSource(m, mm.operand(1));
     if (!src) return ok();
 
     const std::string name = src->weight->attrs().getStr("name");
     const std::string pname = name + (src->transposed ? ".t" : "") + ".packed" + std::to_string(nr);
-    Type pt(ElemType::F32, Shape{Dim(n / nr), Dim(k), Dim(nr)});
+    Type pt(ElemType::F32, Shape{Dim(strips), Dim(k), Dim(nr)});
     if (!m.lookupWeight(pname)) {
       const HostTensor& w = *m.weightData(name);
-      HostTensor p = HostTensor::uninitialized(ElemType::F32, {n / nr, k, nr});
+      HostTensor p = HostTensor::uninitialized(ElemType::F32, {strips, k, nr});
       const auto* in = reinterpret_cast<const float*>(w.data());
       auto* out = reinterpret_cast<float*>(p.mutableData());
-      for (int64_t s = 0; s < n / nr; ++s)
+      for (int64_t s = 0; s < strips; ++s)
         for (int64_t kk = 0; kk < k; ++kk)
           for (int64_t j = 0; j < nr; ++j) {
             int64_t col = s * nr + j;
-            out[(s * k + kk) * nr + j] = src->transposed ? in[col * k + kk] : in[kk * n + col];
+            out[(s * k + kk) * nr + j] = col >= n          ? 0.0f
+                                         : src->transposed ? in[col * k + kk]
+                                                           : in[kk * n + col];
           }
       const WeightDecl* decl = m.lookupWeight(name);
       KILN_CHECK(m.addWeight(WeightDecl{pname, pt, decl->file, pname, decl->loc, std::nullopt}));
@@ -131,10 +136,21 @@ private:
     Attrs perm;
     perm.set("perm", std::vector<int64_t>{1, 0, 2});
     KILN_TRY(Op * t, b.create(OpKind::Transpose, {pw}, std::move(perm)));
-    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {}, {bt}));
+    Type padded(ElemType::F32, Shape{Dim(k), Dim(strips * nr)});
+    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {}, {padded}));
+    Value* nb = r->result(0);
+    if (strips * nr != n) { // the valid columns of the padded strips
+      Attrs sl;
+      sl.set("starts", std::vector<int64_t>{0});
+      sl.set("ends", std::vector<int64_t>{n});
+      sl.set("axes", std::vector<int64_t>{1});
+      sl.set("steps", std::vector<int64_t>{1});
+      KILN_TRY(Op * c, b.create(OpKind::Slice, {nb}, std::move(sl)));
+      nb = c->result(0);
+    }
     replaced_.insert(name);
     Value* old = mm.operand(1);
-    mm.setOperand(1, r->result(0));
+    mm.setOperand(1, nb);
     // The old chain (a transpose, then the weight) when nothing else reads it.
     for (Op* d = old->def(); d && !d->result(0)->hasUses();) {
       Op* next = d->numOperands() == 1 ? d->operand(0)->def() : nullptr;

@@ -124,17 +124,31 @@ std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result) {
 }
 
 const Value* prepackedB(const Value* b, int64_t nr) {
+  const Type& bt = b->type();
+  if (bt.rank() != 2 || !bt.isStatic()) return nullptr;
   const Op* r = b->def();
-  if (!r || r->kind() != OpKind::Reshape || b->type().rank() != 2) return nullptr;
+  // The first N columns of padded strips: slice [0, N) of dim 1.
+  if (r && r->kind() == OpKind::Slice) {
+    const Attrs& a = r->attrs();
+    if (a.getInts("axes") != std::vector<int64_t>{1} ||
+        a.getInts("starts") != std::vector<int64_t>{0} ||
+        a.getInts("steps") != std::vector<int64_t>{1} ||
+        a.getInts("ends") != std::vector<int64_t>{bt.dim(1).value()})
+      return nullptr;
+    r = r->operand(0)->def();
+  }
+  if (!r || r->kind() != OpKind::Reshape) return nullptr;
+  const Type& rt = r->result(0)->type();
   const Op* t = r->operand(0)->def();
   if (!t || t->kind() != OpKind::Transpose ||
-      t->attrs().getInts("perm") != std::vector<int64_t>{1, 0, 2})
+      t->attrs().getInts("perm") != std::vector<int64_t>{1, 0, 2} || !rt.isStatic() ||
+      rt.rank() != 2)
     return nullptr;
   const Value* p = t->operand(0);
   const Type& pt = p->type();
-  const Type& bt = b->type();
-  if (pt.rank() != 3 || !pt.isStatic() || !bt.isStatic() || pt.dim(2).value() != nr ||
-      pt.dim(1) != bt.dim(0) || pt.dim(0).value() * nr != bt.dim(1).value())
+  if (pt.rank() != 3 || !pt.isStatic() || pt.dim(2).value() != nr || pt.dim(1) != bt.dim(0) ||
+      pt.dim(0).value() * nr != rt.dim(1).value() || rt.dim(1).value() < bt.dim(1).value() ||
+      rt.dim(1).value() - bt.dim(1).value() >= nr)
     return nullptr;
   return p;
 }
@@ -395,7 +409,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool tiled = mayPack || direct;
   // A direct block packs its partial last strip only (one micro-panel), whose clamped
   // columns would not be one contiguous load per row k.
-  // A prepacked B has no partial strip (N is a multiple of NR): no panel at all.
+  // A prepacked B has no partial strip (its last strip is padded): no panel at all.
   Value* pack = P         ? nullptr
                 : mayPack ? priv({Dim(NC / NR), Dim(KC), Dim(NR)})
                 : direct  ? priv({Dim(1), Dim(KC), Dim(NR)})
@@ -426,6 +440,8 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool dotCols = dotEdge && (anyW || (staticW > 0 && staticW <= L / 2) ||
                              (staticW > L && staticW <= L + L / 2));
   if (P) wideEdge = halfEdge = dotCols = false;
+  Value* stripsEnd =
+      P ? kb.idx(OpKind::IMul, kb.idx(OpKind::ICeilDiv, colsV, kb.cst(NR)), kb.cst(NR)) : nullptr;
   auto pick = [&](Value* cond, Value* x, Value* y) {
     return kb.mk(kb.body(), OpKind::SSelect, {cond, x, y}, Type::index());
   };
@@ -590,7 +606,8 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       bool edge = part > 0;
       bool packed = edge || mayPack;
       int64_t nr = part == 2 ? L : NR;
-      Value* j0 = part == 0   ? kb.beginFor(kb.cst(0), colsFull, kb.cst(NR))
+      // A prepacked B's last strip is whole (padded with zeros): no partial strip.
+      Value* j0 = part == 0   ? kb.beginFor(kb.cst(0), P ? stripsEnd : colsFull, kb.cst(NR))
                   : part == 1 ? kb.beginFor(colsFull, eb.wideEnd, kb.cst(NR))
                               : kb.beginFor(colsFull, eb.halfEnd, kb.cst(1));
       Value* i0 = kb.beginFor(kb.cst(0), rowsFull, kb.cst(MR));

@@ -130,8 +130,9 @@ std::vector<Plan> gpuGemvPlans(int64_t rows, const TargetDesc& t);
 // matmul_cpu.cpp: cache blocks and a register-blocked micro-kernel.
 // The micro-kernel's MR x NR register block for a matmul with this result type.
 std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result);
-// P when B is reshape(transpose(P, [1, 0, 2])) to [K, N] of P [N / nr, K, nr], the form
-// pack-weights gives a weight (NR-column strips, each contiguous along k); else null.
+// P when B is reshape(transpose(P, [1, 0, 2])) to [K, N] of P [N / nr, K, nr], or its
+// first N columns when P's last strip is padded, the form pack-weights gives a weight
+// (NR-column strips, each contiguous along k); else null.
 const Value* prepackedB(const Value* b, int64_t nr);
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t);
 std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,

@@ -6,7 +6,7 @@
 OUT_DIR/model.onnx takes x f32 [37, 40] and returns
   y1 = MatMul(x, w1)            w1 [40, 64]   (N a multiple of 16 and of 32)
   y2 = Gemm(x, w2, transB = 1)  w2 [96, 40]   (a Linear's [N, K] weight)
-  y3 = MatMul(x, w3)            w3 [40, 72]   (N a multiple of neither)
+  y3 = MatMul(x, w3)            w3 [40, 72]   (N a multiple of neither: a padded last strip)
 OUT_DIR/in0.npy holds x and OUT_DIR/out{1,2,3}.npy the products computed in f64.
 """
 import os
