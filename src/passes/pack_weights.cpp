@@ -65,6 +65,12 @@ public:
 
   Status run(Module& m) override {
     if (!opts_.target.cpu) return ok();
+    // Weights read by anything but packable matmuls, in any function (a gather of tied
+    // embeddings, a decode step's product): packing those would keep both copies.
+    for (const auto& f : m.funcs())
+      for (const auto& op : f->ops())
+        if (op->kind() == OpKind::Weight && !onlyPackableUses(*op->result(0), true))
+          shared_.insert(op->attrs().getStr("name"));
     for (const auto& f : m.funcs()) {
       std::vector<Op*> matmuls;
       for (const auto& op : f->ops())
@@ -84,22 +90,46 @@ public:
   }
 
 private:
-  Status rewrite(Module& m, Func& f, Op& mm, std::map<std::string, Value*>& packed) {
+  // A covered f32 matmul with static shapes, more rows than MR and N at least NR: its B
+  // is worth storing as strips.
+  bool packable(const Op& mm) const {
+    if (mm.kind() != OpKind::Matmul || !opts_.covers(mm)) return false;
     const Type& at = mm.operand(0)->type();
     const Type& bt = mm.operand(1)->type();
     const Type& yt = mm.result(0)->type();
     if (!at.isStatic() || !bt.isStatic() || !yt.isStatic() || bt.rank() != 2 ||
         at.elem() != ElemType::F32 || bt.elem() != ElemType::F32 || yt.elem() != ElemType::F32)
-      return ok();
+      return false;
     auto [mr, nr] = cpuMicroTile(opts_.target, yt.elem());
     std::vector<int64_t> ys = yt.staticShape();
     int64_t rows = 1;
     for (size_t i = 0; i + 1 < ys.size(); ++i) rows *= ys[i];
+    return rows > mr && bt.dim(1).value() >= nr && bt.dim(0).value() >= 1;
+  }
+
+  // Every use of `v` is the B of a packable matmul (or, from the weight itself, a
+  // transpose {perm = [1, 0]} whose uses all are).
+  bool onlyPackableUses(const Value& v, bool throughTranspose) const {
+    for (const Use& u : v.uses()) {
+      const Op* user = u.user;
+      if (user->kind() == OpKind::Matmul && u.operandIndex == 1 && packable(*user)) continue;
+      if (throughTranspose && user->kind() == OpKind::Transpose &&
+          user->attrs().getInts("perm") == std::vector<int64_t>{1, 0} &&
+          onlyPackableUses(*user->result(0), false))
+        continue;
+      return false;
+    }
+    return true;
+  }
+
+  Status rewrite(Module& m, Func& f, Op& mm, std::map<std::string, Value*>& packed) {
+    if (!packable(mm)) return ok();
+    const Type& bt = mm.operand(1)->type();
+    const int64_t nr = cpuMicroTile(opts_.target, mm.result(0)->type().elem()).second;
     const int64_t k = bt.dim(0).value(), n = bt.dim(1).value();
-    if (rows <= mr || n < nr || k < 1) return ok();
     const int64_t strips = (n + nr - 1) / nr; // the last one padded with zeros
     std::optional<Source> src = weightSource(m, mm.operand(1));
-    if (!src) return ok();
+    if (!src || shared_.count(src->weight->attrs().getStr("name"))) return ok();
 
     const std::string name = src->weight->attrs().getStr("name");
     const std::string pname = name + (src->transposed ? ".t" : "") + ".packed" + std::to_string(nr);
@@ -163,6 +193,7 @@ private:
 
   CodegenOptions opts_;
   std::set<std::string> replaced_; // weights some matmul no longer reads
+  std::set<std::string> shared_;   // weights with other readers: left as they are
 };
 
 } // namespace
