@@ -9,13 +9,13 @@
 // Guarantees:  every covered f32 `matmul` with static shapes, more rows than the micro-
 //              kernel's MR (batch rows included), N at least its NR and B a weight held in
 //              memory (an imported model's; `[K, N]`, or `[N, K]` under
-//              `transpose {perm = [1, 0]}`) reads B as reshape(transpose(P, [1, 0, 2])),
-//              sliced to its first N columns when NR does not divide N, of a new weight P
+//              `transpose {perm = [1, 0]}`) that no other op of any function reads but
+//              such matmuls, reads B as reshape(transpose(P, [1, 0, 2])), sliced to its
+//              first N columns when NR does not divide N, of a new weight P
 //              `<name>.packed<NR>` (`<name>.t.packed<NR>` from a transposed one) of
 //              ceil(N / NR) strips with P[s, k, j] = B[k, s * NR + j] (0 past N): the same
-//              values, so the same results bit for bit. The old weight op is erased when
-//              nothing else uses it, and its declaration when no op loads it (its data is
-//              then not embedded in the module).
+//              values. The old weight op is erased, and its declaration (its data is then
+//              not embedded in the module).
 // Invalidates: nothing (new ops have the weight's device and the matmul's location).
 //
 //   %w = weight {name = "fc"} : 768x3072     %p = weight {name = "fc.packed32"} : 96x768x32
