@@ -65,6 +65,8 @@ public:
 
   Status run(Module& m) override {
     if (!opts_.target.cpu) return ok();
+    shared_.clear();
+    replaced_.clear();
     // Weights read by anything but packable matmuls, in any function (a gather of tied
     // embeddings, a decode step's product): packing those would keep both copies.
     for (const auto& f : m.funcs())
