@@ -67,6 +67,7 @@ public:
     if (!opts_.target.cpu) return ok();
     shared_.clear();
     replaced_.clear();
+    created_.clear();
     // Weights read by anything but packable matmuls, in any function (a gather of tied
     // embeddings, a decode step's product): packing those would keep both copies.
     for (const auto& f : m.funcs())
@@ -136,7 +137,9 @@ private:
     const std::string name = src->weight->attrs().getStr("name");
     const std::string pname = name + (src->transposed ? ".t" : "") + ".packed" + std::to_string(nr);
     Type pt(ElemType::F32, Shape{Dim(strips), Dim(k), Dim(nr)});
-    if (!m.lookupWeight(pname)) {
+    // A name the module already has for something else (a user's weight): left unpacked.
+    if (m.lookupWeight(pname) && !created_.count(pname)) return ok();
+    if (created_.insert(pname).second) {
       const HostTensor& w = *m.weightData(name);
       HostTensor p = HostTensor::uninitialized(ElemType::F32, {strips, k, nr});
       const auto* in = reinterpret_cast<const float*>(w.data());
@@ -196,6 +199,7 @@ private:
   CodegenOptions opts_;
   std::set<std::string> replaced_; // weights some matmul no longer reads
   std::set<std::string> shared_;   // weights with other readers: left as they are
+  std::set<std::string> created_;  // the packed weights this run declared
 };
 
 } // namespace

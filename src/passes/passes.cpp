@@ -85,7 +85,7 @@ const std::vector<PassInfo>& registeredPasses() {
          cg, codegen(createGemvSplitPass)},
         {"pack-weights",
          "on cpu targets, f32 GEMM weights held in memory stored as the micro-kernel reads "
-         "them ([N / NR, K, NR] strips), so that the matmul reads them in place",
+         "them ([ceil(N / NR), K, NR] strips), so that the matmul reads them in place",
          cg, codegen(createPackWeightsPass)},
         {"pool-pad",
          "on cpu targets, float max pools whose windows reach past the input read a copy "

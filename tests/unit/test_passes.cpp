@@ -3,6 +3,7 @@
 // and the pass manager.
 #include <cmath>
 #include <doctest/doctest.h>
+#include <set>
 #include <sstream>
 
 #include "ir/core/builder.h"
@@ -599,4 +600,58 @@ TEST_CASE("conv-depthwise: the flat form where its wide rows take fewer vector i
     // K*K taps: a slice, a mul and (but the first) an add each; the mul by the gate.
     CHECK(flatOps == (t.flat ? size_t(3 * t.k * t.k) : 0));
   }
+}
+
+// pack-weights: a weight held in memory that only a packable matmul reads becomes
+// `<name>.packed32` strips (v4: NR = 32) with P[s, k, j] = B[k, 32 s + j] and zeros past N;
+// a weight something else reads too keeps its form, and so does one whose packed name the
+// module already uses for a weight of its own.
+TEST_CASE("pack-weights: strips of in-memory weights; shared weights and taken names left") {
+  const char* text = R"(weight @a : tensor<8x40xf32> = "w.safetensors"["a"]
+weight @b : tensor<8x64xf32> = "w.safetensors"["b"]
+weight @c : tensor<8x64xf32> = "w.safetensors"["c"]
+weight @c.packed32 : tensor<8x64xf32> = "w.safetensors"["cp"]
+func @main(%x: tensor<12x8xf32>, %z: tensor<8x64xf32>) -> (tensor<12x40xf32>, tensor<12x64xf32>, tensor<8x64xf32>, tensor<12x64xf32>, tensor<8x64xf32>) {
+  %a = weight {name = "a"} : tensor<8x40xf32>
+  %b = weight {name = "b"} : tensor<8x64xf32>
+  %c = weight {name = "c"} : tensor<8x64xf32>
+  %cp = weight {name = "c.packed32"} : tensor<8x64xf32>
+  %0 = matmul %x, %a : tensor<12x40xf32>
+  %1 = matmul %x, %b : tensor<12x64xf32>
+  %2 = add %z, %b : tensor<8x64xf32>
+  %3 = matmul %x, %c : tensor<12x64xf32>
+  %4 = add %z, %cp : tensor<8x64xf32>
+  return %0, %1, %2, %3, %4
+}
+)";
+  Result<std::unique_ptr<Module>> parsed = parseModule(text, "pw.kir");
+  REQUIRE(parsed.ok());
+  std::unique_ptr<Module> m = parsed.take();
+  auto data = [](int64_t rows, int64_t cols, float base) {
+    HostTensor t = HostTensor::uninitialized(ElemType::F32, {rows, cols});
+    auto* p = reinterpret_cast<float*>(t.mutableData());
+    for (int64_t i = 0; i < rows * cols; ++i) p[i] = base + static_cast<float>(i);
+    return t;
+  };
+  m->setWeightData("a", data(8, 40, 0));
+  m->setWeightData("b", data(8, 64, 1000));
+  m->setWeightData("c", data(8, 64, 2000));
+  m->setWeightData("c.packed32", data(8, 64, 3000));
+  PassManager pm;
+  REQUIRE(pm.addPipeline("shape-infer,pack-weights{target=cpu:x86-64-v4}").ok());
+  std::ostringstream ignored;
+  REQUIRE(pm.run(*m, ignored).ok());
+  std::set<std::string> loaded;
+  for (const auto& op : m->funcs()[0]->ops())
+    if (op->kind() == OpKind::Weight) loaded.insert(op->attrs().getStr("name"));
+  CHECK(loaded == std::set<std::string>{"a.packed32", "b", "c", "c.packed32"});
+  CHECK(m->lookupWeight("a") == nullptr); // nothing loads it any more
+  const HostTensor* p = m->weightData("a.packed32");
+  REQUIRE(p != nullptr);
+  CHECK(p->shape() == std::vector<int64_t>{2, 8, 32});
+  const auto* v = reinterpret_cast<const float*>(p->data());
+  CHECK(v[(0 * 8 + 3) * 32 + 5] == 3 * 40 + 5);  // strip 0, k = 3, column 5
+  CHECK(v[(1 * 8 + 7) * 32 + 7] == 7 * 40 + 39); // strip 1, k = 7, column 39
+  CHECK(v[(1 * 8 + 7) * 32 + 8] == 0);           // past N = 40: padding
+  CHECK(m->weightData("c.packed32")->shape() == std::vector<int64_t>{8, 64}); // the user's
 }
