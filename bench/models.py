@@ -12,7 +12,7 @@ medians. The table:
 
     | model | kiln ms | ORT ms | PyTorch ms | kiln/ORT |
 
-ONNX Runtime is a benchmark-only dependency: `npm install onnxruntime-node` in bench/.ort
+ONNX Runtime is a benchmark-only dependency: `npm install --ignore-scripts onnxruntime-node` in bench/.ort
 (git ignores it); without it the ORT column reads `-`. --quick checks SqueezeNet 1.1 and the
 TransformerEncoder against PyTorch only (no timing, no ONNX Runtime): the `bench-models-quick`
 test.
@@ -252,7 +252,7 @@ def main():
     use_ort = not ARGS.quick and ort_available()
     print(f"# {len(chosen)} models, {ARGS.threads} threads, {cpu_name()}, torch {torch.__version__}"
           + ("" if ARGS.quick else f", {ARGS.rounds} rounds x {ARGS.repetitions} repetitions")
-          + ("" if use_ort or ARGS.quick else ", no ONNX Runtime (npm install onnxruntime-node in bench/.ort)"))
+          + ("" if use_ort or ARGS.quick else ", no ONNX Runtime (npm install --ignore-scripts onnxruntime-node in bench/.ort)"))
     failures = []
     ready = []  # (name, model, x, onnx, inp, kmod)
     baselines = {}  # name -> the baseline's kmod

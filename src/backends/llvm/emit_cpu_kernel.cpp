@@ -19,6 +19,7 @@
 // and stays unchecked so that the hot loops carry no branches.
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <map>
@@ -324,6 +325,14 @@ private:
     llvm::Type* i64 = b_.getInt64Ty();
     switch (op.kind()) {
     case OpKind::Barrier: return ok();
+    // A read prefetch of the element's line into every cache level (prefetcht0 on x86-64).
+    case OpKind::Prefetch: {
+      KILN_TRY(llvm::Value * p, address(op, op.operand(0), 1, op.numOperands() - 1));
+      llvm::Function* f =
+          llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {p->getType()});
+      b_.CreateCall(f, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      return ok();
+    }
     // Subgroups of one thread: the lane is 0 and every exchange gives the thread's own value.
     case OpKind::LaneId: set(res, b_.getInt64(0)); return ok();
     case OpKind::SubgroupReduce:

@@ -293,6 +293,7 @@ private:
     auto in = [&](size_t i) { return get(op.operand(i)); };
     switch (op.kind()) {
     case OpKind::Barrier: barrier(); return ok();
+    case OpKind::Prefetch: return ok(); // a cpu cache hint
     case OpKind::WorkgroupId:
     case OpKind::LocalId: {
       int64_t axis = op.attrs().getInt("axis");

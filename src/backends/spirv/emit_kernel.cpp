@@ -715,6 +715,7 @@ Status KernelEmitter::emitOp(const Op& op) {
   case OpKind::MaskedStore:
   case OpKind::VectorLoad:
   case OpKind::VectorStore: return emitAccess(op);
+  case OpKind::Prefetch: return ok(); // a hint SPIR-V has no instruction for
   case OpKind::For: return emitFor(op);
   case OpKind::If: return emitIf(op);
   default:

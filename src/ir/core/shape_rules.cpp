@@ -1050,6 +1050,7 @@ Types infer(const Ctx& c) {
   case OpKind::MaskedStore:
   case OpKind::VectorLoad:
   case OpKind::VectorStore:
+  case OpKind::Prefetch:
   case OpKind::Barrier:
   case OpKind::For:
   case OpKind::If:

@@ -752,6 +752,7 @@ private:
                  " of the buffer's element type");
       }
       break;
+    case OpKind::Prefetch: checkAccess(0, 1); break;
     case OpKind::MaskedLoad:
       need(isBool1(1), "mask must be an i1 scalar");
       if (const Type* b = checkAccess(0, 2))

@@ -279,6 +279,16 @@ Value* KernelBuilder::st(Value* v, Value* buf, std::vector<Value*> ix) {
   body_->createUnchecked(OpKind::Store, ops, {}, {});
   return v;
 }
+Result<bool> KernelBuilder::prefetchAt(const Value* v, const std::vector<Value*>& ix) {
+  KILN_TRY(Value * x, emitAt(v, ix));
+  Op* load = x->def();
+  if (!load || load->kind() != OpKind::Load || x->hasUses()) return false;
+  std::vector<Value*> ops(load->operands().begin(), load->operands().end());
+  body_->createUnchecked(OpKind::Prefetch, ops, {}, {});
+  load->dropOperands();
+  k_->erase(load);
+  return true;
+}
 Value* KernelBuilder::ld(Value* buf, std::vector<Value*> ix) {
   std::vector<Value*> ops{buf};
   ops.insert(ops.end(), ix.begin(), ix.end());

@@ -128,6 +128,10 @@ public:
   void accStore(Value* acc, Value* v);
   // The element of `v` at `ix`.
   Result<Value*> emitAt(const Value* v, const std::vector<Value*>& ix);
+  // A prefetch of the element of `v` at `ix` when that element is one load of a buffer (v
+  // is an argument or a view of one: reshape, slice, transpose, concat picked by a row
+  // index); true when one was emitted. The indices must lie inside v's shape.
+  Result<bool> prefetchAt(const Value* v, const std::vector<Value*>& ix);
   // Stores every kernel result's element at `ix` (masked by the current mask).
   Status storeOutputs(const std::vector<Value*>& ix);
   // Index lists of a matmul's operands for output index `ix` and contraction index `k`.

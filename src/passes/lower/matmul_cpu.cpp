@@ -39,6 +39,10 @@ constexpr int64_t kDirectTiles = 8;
 // The most non-view ops B's prologue may have for a direct block, which computes it once
 // per micro-tile row (an SE gate's multiply: 1; a depthwise conv's taps: dozens).
 constexpr int64_t kDirectPrologueOps = 4;
+// How many rows ahead a micro-kernel reading B in place prefetches: a row of a conv's
+// patches or of a wide activation is in another page, where the hardware prefetchers stop,
+// and from L3 its lines took longer than the FMAs of the rows before it.
+constexpr int64_t kPrefetchRows = 16;
 
 // Workgroups (blocks) a GEMM should have at least, so that the cpu's threads share it: a
 // 256 x 196 conv-gemm in 96 x 224 blocks is 3 workgroups, which 2 threads run in the time
@@ -465,6 +469,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
                  pick(overL, kb.idx(OpKind::IAdd, colsFull, kb.cst(L)),
                       pick(overHalf, colsV, colsFull)))};
   };
+  // A B read in place that is a view of a buffer: its rows ahead are prefetched.
+  bool prefetchB = direct && !P && prologueOps(B, 1) == 0;
+  Value* lastK = prefetchB ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue()) : nullptr;
   Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
   Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
 
@@ -499,8 +506,20 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     std::vector<std::vector<Value*>> rowIx;
     for (int64_t r = 0; fold && r < mr; ++r) rowIx.push_back(rowAt(r));
     Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     std::vector<Value*> oix;
+    // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
+    // ends of the strip, so that a row in another page is in L1 when the k loop gets there.
+    if (prefetchB && !packed && !edge) {
+      Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchRows)), lastK);
+      for (int64_t c : {int64_t(0), nr - 1}) {
+        oix = batch;
+        oix.push_back(m0);
+        oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, kb.cst(c))));
+        KILN_TRY(bool fetched, kb.prefetchAt(B, kb.matmulIndices(mm, oix, kp).second));
+        (void)fetched;
+      }
+    }
+    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
     if (packed) {
       kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
     } else if (P && !edge) {
