@@ -130,7 +130,9 @@ public:
   Result<Value*> emitAt(const Value* v, const std::vector<Value*>& ix);
   // A prefetch of the element of `v` at `ix` when that element is one load of a buffer (v
   // is an argument or a view of one: reshape, slice, transpose, concat picked by a row
-  // index); true when one was emitted. The indices must lie inside v's shape.
+  // index); true when one was emitted. The indices must lie inside v's shape. For any
+  // other v, what emitAt emitted is left unused (the backends drop it): callers check
+  // first that v is such a view (matmul-cpu: no op in B's prologue).
   Result<bool> prefetchAt(const Value* v, const std::vector<Value*>& ix);
   // Stores every kernel result's element at `ix` (masked by the current mask).
   Status storeOutputs(const std::vector<Value*>& ix);
