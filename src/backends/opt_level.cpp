@@ -47,6 +47,18 @@ template <typename Pred> bool addsProductTo(const Value* sum, Pred accumulator) 
 
 } // namespace
 
+bool slpSafe(const Func& k) {
+  bool safe = true;
+  walkOps(k, [&](const Op& op) {
+    if (op.kind() != OpKind::Compute || op.numResults() != 1) return;
+    std::optional<OpKind> fn = op.attrs().getOp("fn");
+    if ((fn == OpKind::Max || fn == OpKind::Min) &&
+        op.result(0)->type().elem() == ElemType::F64)
+      safe = false;
+  });
+  return safe;
+}
+
 bool accumulatesProducts(const Func& k) {
   bool found = false;
   walkOps(k, [&](const Op& op) {

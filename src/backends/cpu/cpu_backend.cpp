@@ -134,7 +134,8 @@ Result<LlvmCode> compileWithLlvm(const Module& m, const Func& k, const std::stri
     if (!f.isDeclaration()) f.addFnAttr("prefer-vector-width", std::to_string(vectorBits));
   KILN_TRY(std::unique_ptr<llvm::TargetMachine> tm, llvmgen::createTargetMachine(spec.machine));
   auto begin = std::chrono::steady_clock::now();
-  KILN_CHECK(llvmgen::optimizeModule(lm, *tm, "<cpu backend>", static_cast<int>(level)));
+  KILN_CHECK(
+      llvmgen::optimizeModule(lm, *tm, "<cpu backend>", static_cast<int>(level), slpSafe(k)));
   out.optimizeMs = msSince(begin);
   begin = std::chrono::steady_clock::now();
   if (output == CpuOutput::LlvmIr) {

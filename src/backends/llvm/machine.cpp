@@ -63,7 +63,7 @@ Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSp
 }
 
 Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
-                      int level) {
+                      int level, bool slp) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple().str());
   std::string msg;
@@ -77,7 +77,7 @@ Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::strin
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
-  pto.SLPVectorization = true;
+  pto.SLPVectorization = slp;
   pto.LoopUnrolling = true;
   llvm::PassBuilder pb(&tm, pto);
   pb.registerModuleAnalyses(mam);

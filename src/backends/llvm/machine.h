@@ -28,8 +28,9 @@ Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSp
 // Verifies `m` (an invalid module is a backend bug reported as an error naming `what`),
 // then runs the new pass manager's default pipeline at `level` (1 to 3; the cpu backend picks
 // it per kernel, backends/opt_level.h) for `tm`.
+// `slp` = false leaves the SLP vectorizer out (backends/opt_level.h: slpSafe).
 Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
-                      int level = 3);
+                      int level = 3, bool slp = true);
 // The module as an ELF relocatable object (PIC).
 Result<std::string> emitObject(llvm::Module& m, llvm::TargetMachine& tm);
 // The module as assembly or LLVM IR text (kiln compile --emit=asm / --emit=llvm).
