@@ -24,7 +24,7 @@ namespace kiln::onnx {
 namespace {
 
 constexpr int64_t kMaxIterations = 4096;
-constexpr int64_t kMaxSubgraphNodes = int64_t{1} << 18;
+constexpr int64_t kMaxSubgraphNodes = int64_t{1} << 16;
 constexpr int64_t kMaxSubgraphWeightBytes = int64_t{16} << 20;
 
 Result<const pb::GraphProto*> graphAttr(const Ctx& c, const std::string& name) {
