@@ -50,10 +50,9 @@ template <typename Pred> bool addsProductTo(const Value* sum, Pred accumulator) 
 bool slpSafe(const Func& k) {
   bool safe = true;
   walkOps(k, [&](const Op& op) {
-    if (op.kind() != OpKind::Compute || op.numResults() != 1) return;
-    std::optional<OpKind> fn = op.attrs().getOp("fn");
-    if ((fn == OpKind::Max || fn == OpKind::Min) &&
-        op.result(0)->type().elem() == ElemType::F64)
+    const Value* r = op.numResults() == 1 ? op.result(0) : nullptr;
+    if (r && r->type().elem() == ElemType::F64 &&
+        (isCompute(r, OpKind::Max) || isCompute(r, OpKind::Min)))
       safe = false;
   });
   return safe;

@@ -62,8 +62,8 @@ Result<std::unique_ptr<llvm::TargetMachine>> createTargetMachine(const MachineSp
   return tm;
 }
 
-Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what,
-                      int level, bool slp) {
+Status optimizeModule(llvm::Module& m, llvm::TargetMachine& tm, const std::string& what, int level,
+                      bool slp) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple().str());
   std::string msg;
