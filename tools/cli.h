@@ -47,6 +47,7 @@ Result<ParsedArgs> parseArgs(const std::vector<std::string>& args,
 
 // Parses FILE (or stdin for "-") and verifies it.
 Result<std::unique_ptr<Module>> loadModule(const std::string& path);
+// Writes `text` to the file `path`, or to stdout for "-".
 Status writeTextFile(const std::string& path, const std::string& text);
 
 // Inputs (input.cpp). A source model (.kir, .onnx, or - for .kir on stdin) parsed or

@@ -23,7 +23,7 @@ const char* const kCompileHelp = R"(usage: kiln compile FILE.kir|FILE.onnx|- -o 
 Compiles a module for one or more devices and writes a .kmod module file (kiln run,
 kiln dump).
 
-  -o, --output=FILE     where to write (the .kmod, or the text of --emit)
+  -o, --output=FILE     where to write (the .kmod, or the text of --emit: - for stdout)
   --device=KIND[N]      device the module runs on (default cpu[0], ref[0] in builds
                         without LLVM); repeatable: the
                         declared devices, the first is the default (docs/devices.md)
@@ -46,7 +46,7 @@ kiln dump).
   --emit=kernels        run the codegen pipeline (attention, then fuse, collapse-dims,
                         tile, pad, lower)
                         and print every kernel with its workgroup size, shared-memory bytes
-                        and the target's limit
+                        and the target's limit (without --target: the host's cpu level)
   --emit=llvm           the cpu device's kernels as optimized LLVM IR
   --emit=asm            the cpu device's kernels as x86-64 assembly
   --emit=spirv          the vulkan devices' kernels as SPIR-V disassembly (each module
@@ -121,6 +121,9 @@ int runCompile(const std::vector<std::string>& args) {
   if (report && emit == "kir")
     return fail(error(Loc::named("--report"), "the placement report needs a compile; it cannot be "
                                               "combined with --emit=kir (use kiln opt)"));
+  if (emit == "kmod" && a.has("output") && a.get("output") == "-")
+    return fail(error(Loc::named("-o"), "a .kmod module is binary; write it to a file (- is "
+                                        "standard output, for the text of --emit)"));
   if (emit == "kmod" && !a.has("output") && !report)
     return fail(error(Loc{},
                       "kiln compile needs -o OUT.kmod (or --emit=kir|schedule|placement-dot, or "
@@ -198,6 +201,17 @@ int runCompile(const std::vector<std::string>& args) {
   } else if (emit == "kernels") {
     PassManagerOptions pmOpts;
     pmOpts.defaults = codegen->passDefaults;
+    // Without --target, the cpu device's kernels as a compile tiles them: for the host's
+    // level (cpu:x86-64-v4 on an AVX-512 host), not the generic 256-bit `cpu` row.
+    if (!a.has("target"))
+      if (const TargetBackend* cpu = lookupTargetBackend("cpu")) {
+        auto level = cpu->concreteTarget("cpu");
+        if (!level.ok()) return fail(level.diags());
+        auto desc = lookupTarget(*level);
+        if (!desc.ok()) return fail(desc.diags());
+        pmOpts.defaults["target"] = *level;
+        codegen->target = *desc;
+      }
     PassManager pm(pmOpts);
     // As a compile would: attention chains first (unless --no-attention), then codegen.
     Status lowered =

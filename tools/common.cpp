@@ -90,6 +90,11 @@ Result<std::unique_ptr<Module>> loadModule(const std::string& path) {
 }
 
 Status writeTextFile(const std::string& path, const std::string& text) {
+  if (path == "-") { // standard output, as for `kiln import -o -`
+    std::cout << text << std::flush;
+    if (!std::cout) return error(Loc::named("<stdout>"), "cannot write");
+    return ok();
+  }
   std::ofstream out(path, std::ios::binary);
   if (out) out << text;
   out.close();

@@ -57,6 +57,10 @@ public:
   virtual bool acceptsTarget(const std::string& target) const = 0;
   // The codegen target names it accepts, for messages ("" when it takes none).
   virtual std::string targetNames() const = 0;
+  // The codegen target that `target` (one it accepts) stands for on this machine: the cpu
+  // backend's `cpu` is the host's x86-64 level (cpu:x86-64-v4 on an AVX-512 host), what its
+  // compiles tile for; every other name is itself.
+  virtual Result<std::string> concreteTarget(const std::string& target) const { return target; }
   // Appends the codegen pipeline for the ops placed on `devices` (every op when empty);
   // backends whose kernels stay tensor-level add nothing.
   virtual Status addCodegenPasses(PassManager& pm, const BackendOptions& o,

@@ -19,6 +19,7 @@
 #include "analysis/kernel_grid.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/llvm/machine.h"
+#include "backends/opt_level.h"
 #include "backends/parallel.h"
 #include "ir/interp/interp.h"
 #include "ir/text/parser.h"
@@ -1059,6 +1060,31 @@ TEST_CASE("cpu: kernels with the same code compile once; the code is the same fo
   REQUIRE(run.runKernel(1, {&y, &oy}, {}).ok());
   CHECK(ox.getF(5) == 25);
   CHECK(oy.getF(5) == 100);
+}
+
+TEST_CASE("cpu: kernels that keep an f64 max or min are not SLP-vectorized; the rest are") {
+  // The f64 max and min reductions fully unrolled kept LLVM's SLP vectorizer busy for over a
+  // minute (tests/lit/lower/reduce-flat.kir); the sum and the matmul keep it.
+  Lowered l = lowerForCpu(
+      R"(func @main(%x: tensor<20x20xf64>, %a: tensor<8x8xf32>) -> (tensor<20xf64>, tensor<20xf64>, tensor<20xf64>, tensor<8x8xf32>) {
+  %0 = reduce_max %x {axes = [1], keepdims = 0} : tensor<20xf64>
+  %1 = reduce_sum %x {axes = [1], keepdims = 0} : tensor<20xf64>
+  %2 = reduce_min %x {axes = [1], keepdims = 0} : tensor<20xf64>
+  %3 = matmul %a, %a : tensor<8x8xf32>
+  return %0, %1, %2, %3
+}
+)");
+  REQUIRE(l.kernels.size() == 4);
+  CHECK_FALSE(slpSafe(*l.kernels[0]));
+  CHECK(slpSafe(*l.kernels[1]));
+  CHECK_FALSE(slpSafe(*l.kernels[2]));
+  CHECK(slpSafe(*l.kernels[3]));
+  // and the whole module compiles on the AVX-512 level, where the SLP vectorizer was slowest
+  CompileTimer timer;
+  cpu::CpuCompileOptions co;
+  co.timer = &timer;
+  auto c = cpu::compileCpuKernels(*l.m, l.kernels, "cpu:x86-64-v4", cpu::CpuOutput::Executable, co);
+  REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.diags().str()));
 }
 
 TEST_CASE("cpu: the kernel cache gives the same code, and a damaged entry is recompiled") {

@@ -75,16 +75,21 @@ Result<CpuTargetSpec> resolveCpuTarget(const std::string& name) {
   return spec;
 }
 
-Result<TargetDesc> cpuCodegenTarget(const std::string& name) {
-  if (name != "cpu") return lookupTarget(name);
+Result<std::string> cpuTargetLevel(const std::string& name) {
+  if (name != "cpu") return name;
   KILN_TRY(CpuTargetSpec host, resolveCpuTarget("cpu"));
   auto has = [&](const char* f) {
     return std::find(host.required.begin(), host.required.end(), f) != host.required.end();
   };
-  std::string level = has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")
-                          ? "cpu:x86-64-v4"
-                      : has("avx2") && has("fma") ? "cpu:x86-64-v3"
-                                                  : "cpu:x86-64-v2";
+  return std::string(has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")
+                         ? "cpu:x86-64-v4"
+                     : has("avx2") && has("fma") ? "cpu:x86-64-v3"
+                                                 : "cpu:x86-64-v2");
+}
+
+Result<TargetDesc> cpuCodegenTarget(const std::string& name) {
+  if (name != "cpu") return lookupTarget(name);
+  KILN_TRY(std::string level, cpuTargetLevel(name));
   KILN_TRY(TargetDesc t, lookupTarget(level));
   t.name = "cpu";
   return t;
@@ -293,6 +298,9 @@ public:
     std::string s;
     for (const std::string& n : cpuTargetNames()) s += (s.empty() ? "" : ", ") + n;
     return s;
+  }
+  Result<std::string> concreteTarget(const std::string& target) const override {
+    return cpuTargetLevel(target);
   }
   Status addCodegenPasses(PassManager& pm, const BackendOptions& o,
                           const std::vector<DeviceTarget>& devices) const override {

@@ -32,6 +32,9 @@ const std::vector<std::string>& cpuTargetNames();
 bool isCpuTargetName(const std::string& name);
 Result<CpuTargetSpec> resolveCpuTarget(const std::string& name);
 
+// The x86-64 level a CPU target name stands for: "cpu" is the best level the host supports
+// (x86-64-v4 with AVX-512, v3 with AVX2 and FMA, else v2); a named level is itself.
+Result<std::string> cpuTargetLevel(const std::string& name);
 // The codegen target description (`tile`/`lower` strategy) for a CPU target name: the
 // table's row for a named level; for "cpu", the row of the best level the host supports
 // (x86-64-v4 with AVX-512, v3 with AVX2 and FMA, else v2), named "cpu".
