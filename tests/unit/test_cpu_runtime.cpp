@@ -260,6 +260,26 @@ TEST_CASE("cpu thread pool: every item once, on several threads, and the caller 
   });
   CHECK(ids.size() > 1);
   CHECK(ids.count(std::this_thread::get_id()) == 1); // the caller works too
+  // Each thread starts on its own share: of 4 items on 2 threads, items 0 and 1 are the
+  // caller's and 2 and 3 the worker's. Each item takes 2 ms, so the caller runs both of its
+  // own before it could help the worker (one counter for the whole range gave item 1 to the
+  // worker, which took it while the caller ran item 0), unless a thread stalled for
+  // milliseconds (allowed in 2 of the 10 runs).
+  hal::cpu::ThreadPool two(2);
+  int callerKeptItsShare = 0;
+  bool workerTookItsShare = false;
+  for (int r = 0; r < 10; ++r) {
+    std::thread::id at[4];
+    two.run(4, 1, [&](int64_t b, int64_t) {
+      at[b] = std::this_thread::get_id();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+    std::thread::id me = std::this_thread::get_id();
+    callerKeptItsShare += at[0] == me && at[1] == me;
+    workerTookItsShare = workerTookItsShare || at[2] != me;
+  }
+  CHECK(callerKeptItsShare >= 8);
+  CHECK(workerTookItsShare);
 }
 
 TEST_CASE("cpu thread count: --cpu-threads beats KILN_CPU_THREADS beats the cores") {

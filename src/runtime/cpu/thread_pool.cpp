@@ -1,8 +1,10 @@
 // ThreadPool: workers watch for a new run's generation (spinning briefly, then sleeping on a
-// condition variable), take chunks from an atomic counter until the range is exhausted,
-// then report done; the caller works alongside them.
+// condition variable), take chunks from the front of their own share of the range, then
+// from the other threads' shares, until the range is exhausted, then report done; the
+// caller works alongside them, on share 0.
 #include "runtime/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -38,9 +40,10 @@ int cpuThreadCount() {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) threads = 1;
+  shares_ = std::make_unique<Share[]>(static_cast<size_t>(threads));
   for (int i = 1; i < threads; ++i) {
     try {
-      workers_.emplace_back([this] { workerLoop(); });
+      workers_.emplace_back([this, i] { workerLoop(i); });
     } catch (const std::system_error&) {
       break; // fewer threads, still correct
     }
@@ -56,16 +59,19 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::work() {
-  for (;;) {
-    int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= total_) return;
-    int64_t end = total_ - begin < chunk_ ? total_ : begin + chunk_;
-    (*fn_)(begin, end);
+void ThreadPool::work(int self) {
+  int n = threads();
+  for (int i = 0; i < n; ++i) {
+    Share& s = shares_[static_cast<size_t>((self + i) % n)];
+    for (;;) {
+      int64_t begin = s.next.fetch_add(chunk_, std::memory_order_relaxed);
+      if (begin >= s.end) break;
+      (*fn_)(begin, s.end - begin < chunk_ ? s.end : begin + chunk_);
+    }
   }
 }
 
-void ThreadPool::workerLoop() {
+void ThreadPool::workerLoop(int self) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t g = seen;
@@ -83,7 +89,7 @@ void ThreadPool::workerLoop() {
     }
     if (stop_.load()) return;
     seen = g;
-    work();
+    work(self);
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_one();
@@ -101,9 +107,15 @@ void ThreadPool::run(int64_t total, int64_t chunk,
     return;
   }
   fn_ = &fn;
-  total_ = total;
   chunk_ = chunk;
-  next_.store(0, std::memory_order_relaxed);
+  // Thread t's share: the t-th of n nearly equal contiguous parts (the first total % n one
+  // item longer).
+  int64_t n = threads(), base = total / n, extra = total % n;
+  for (int64_t t = 0; t < n; ++t) {
+    Share& s = shares_[static_cast<size_t>(t)];
+    s.next.store(base * t + std::min(t, extra), std::memory_order_relaxed);
+    s.end = base * (t + 1) + std::min(t + 1, extra);
+  }
   active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   bool sleeping = false;
   {
@@ -113,7 +125,7 @@ void ThreadPool::run(int64_t total, int64_t chunk,
     sleeping = sleepers_ > 0;
   }
   if (sleeping) wake_.notify_all();
-  work();
+  work(0);
   for (int i = 0; i < kSpins && active_.load(std::memory_order_acquire) != 0; ++i) cpuRelax();
   if (active_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
