@@ -6,7 +6,8 @@
 //              dim) stay in the caller and are passed as operands; a kernel has at most one
 //              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
 //              is always alone), unless a registered multi-anchor pattern (fuse.h) formed
-//              it; groups are convex, so the caller stays in SSA order.
+//              it, besides the concat of conv patches a cpu GEMM reads in place
+//              (patchesIntoGemm); groups are convex, so the caller stays in SSA order.
 // Invalidates: op order in the caller (re-sorted topologically, otherwise in source order).
 //
 //   %1 = matmul %x, %w : tensor<4x8xf32>         %1 = dispatch %x, %w {kernel = "main_dispatch_0"}
@@ -41,6 +42,10 @@
 // op that computes a matmul's B from a window (readsWindow: 4 or more slices of one value
 // among the ops only it reads, a depthwise conv's taps) does not join it, where the GEMM
 // would compute the window per flattened column in its packing loop.
+// FusionRules::patchesIntoGemm (on for CPU targets): the concat of a stride-1 conv's
+// im2col patches (conv-gemm) joins the matmul that reads them, with its slices, when the
+// cpu GEMM reads them in place from the padded input (convPatches, strategy.h), so the
+// patches are never materialized; the concat is then not the kernel's anchor.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
@@ -53,6 +58,7 @@
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/fuse.h"
+#include "passes/lower/strategy.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -340,10 +346,28 @@ private:
     return true;
   }
 
+  // True when `op` is the concat of im2col patches that g's matmul reads as B through
+  // one reshape and the cpu GEMM reads in place (convPatches) from a value no kernel of g
+  // computes: a pad's result (an anchor, which never joins the matmul) or an argument.
+  bool readsPatchesInPlace(const Op& op, int g) const {
+    if (op.kind() != OpKind::Concat || op.numResults() != 1) return false;
+    const std::vector<Use>& uses = op.result(0)->uses();
+    if (uses.size() != 1 || uses[0].user->kind() != OpKind::Reshape || groupOf(uses[0].user) != g)
+      return false;
+    const Value* b = uses[0].user->result(0);
+    if (b->uses().size() != 1) return false;
+    const Use& mm = b->uses()[0];
+    if (mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 || groupOf(mm.user) != g)
+      return false;
+    std::optional<ConvPatches> p = convPatches(b);
+    return p && (!p->x->def() || p->x->def()->kind() == OpKind::Pad);
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     // A kernel runs on one device.
     if (ops_[groups_[static_cast<size_t>(g)].front()]->device() != op.device()) return false;
+    if (rules_.patchesIntoGemm && readsPatchesInPlace(op, g)) return convexWith(op, g);
     if (op.has(kView)) {
       if (!rules_.viewsIntoLoads) return false;
     } else if (op.has(kElementwise)) {

@@ -49,6 +49,7 @@ const std::vector<TargetDesc>& table() {
       c.fusion.epilogueOverConsumer = true;
       c.fusion.elementwiseIntoGemmRows = false;
       c.fusion.windowIntoGemmColumns = false;
+      c.fusion.patchesIntoGemm = true;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

@@ -55,6 +55,12 @@ struct FusionRules {
   // a 3x3 depthwise conv with the 24-channel projection after it 137-152 us in one kernel,
   // 96-101 us as two).
   bool windowIntoGemmColumns = true;
+  // The concat of conv-gemm's im2col patches joins the GEMM that reads them when the cpu
+  // GEMM can read the patches from the conv's input in place (convPatches, strategy.h: a
+  // stride-1 conv over a padded input or an argument, with long enough output rows): the
+  // patches are then never materialized. On CPU targets (the only ones conv-gemm runs
+  // for).
+  bool patchesIntoGemm = false;
 };
 
 struct TargetDesc {

@@ -296,6 +296,14 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
     mc = std::min(mc, roundUp((rows + rowBlocks - 1) / rowBlocks, mr));
   }
   int64_t cols = ub(s.outShape[r - 1]);
+  // A stride-1 conv's patches read in place: the wide columns (matmul_cpu_conv.cpp).
+  // Its K steps hold whole channels (KC a multiple of the taps).
+  std::optional<ConvPatches> cp = convPatches(s.anchor->operand(1));
+  bool patches = cp && !cp->x->def();
+  if (patches) {
+    cols = convWideColumns(*cp);
+    kc = std::max<int64_t>(1, kc / cp->taps) * cp->taps;
+  }
   int64_t nc = std::min<int64_t>(8 * nr, roundUp(cols, nr));
   int64_t entries = 1;
   if (!foldsBatch(s))
@@ -308,19 +316,24 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   if (rows <= mr && entries >= kMinBlocks && !transposedB(s.anchor->operand(1)))
     nc = std::min<int64_t>(roundUp(cols, nr), kMaxStreamCols);
   // More row blocks pack (and compute) B once more each, more column blocks A: an operand
-  // computed by a prologue keeps its blocks.
+  // computed by a prologue keeps its blocks (patches read in place are not computed).
   balanceBlocks(rows, cols, ub(a.dim(a.rank() - 1)), entries, mr, nr,
-                !computedOperand(s.anchor->operand(1)), !computedOperand(s.anchor->operand(0)), mc,
-                nc);
+                patches || !computedOperand(s.anchor->operand(1)),
+                !computedOperand(s.anchor->operand(0)), mc, nc);
   std::vector<Plan> plans = cpuDotPlans(s, t, syms);
   plans.push_back(
       CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr});
   return plans;
 }
 
-std::optional<std::string> strategyProblem(const KernelShape&, const CpuMatmulPlan& p,
+std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
                                            const TargetDesc&, bool) {
   std::string tile = listStr({p.mc, p.nc, p.kc, p.mr, p.nr});
+  if (s.anchor)
+    if (std::optional<ConvPatches> cp = convPatches(s.anchor->operand(1));
+        cp && !cp->x->def() && p.kc % cp->taps != 0)
+      return "tile " + tile + ": KC must be a multiple of the convolution's " +
+             std::to_string(cp->taps) + " taps (its K steps hold whole channels)";
   if (p.mc < 1 || p.nc < 1 || p.kc < 1 || p.mr < 1 || p.nr < 1)
     return "tile " + tile + " has an entry below 1";
   if (p.mr * p.nr > 512)
@@ -344,6 +357,8 @@ std::optional<std::string> strategyProblem(const KernelShape&, const CpuMatmulPl
 // and no work is wasted on rows; the epilogue stores exactly the block's valid part.
 Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   const Op& mm = *kb.shape().anchor;
+  if (std::optional<ConvPatches> cp = convPatches(mm.operand(1)); cp && !cp->x->def())
+    return emitConvStrategy(kb, plan, *cp);
   const Shape& s = kb.shape().outShape;
   size_t r = s.size();
   const Type& at = mm.operand(0)->type();

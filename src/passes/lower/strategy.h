@@ -155,6 +155,24 @@ bool foldsBatch(const KernelShape& s);
 // chain is not a view (a LayerNorm or GELU prologue of the matmul).
 bool computedOperand(const Value* a);
 
+// matmul_cpu_conv.cpp: a stride-1 convolution's GEMM reading its input in place.
+// B = conv-gemm's patches of X [1, C, Hp, Wp]: B[c * T + ky * KW + kx, oy * OW + ox] =
+// X[0, c, oy + ky * dh, ox + kx * dw], T = KH * KW taps.
+struct ConvPatches {
+  const Value* x = nullptr;
+  int64_t channels = 0, taps = 0, kw = 0, dh = 1, dw = 1, oh = 0, ow = 0, hp = 0, wp = 0;
+};
+// B's patches when B is reshape(concat{axis 2}(reshape(slice(X)) per tap)) as conv-gemm
+// builds it for a stride-1 conv over a static X [1, C, Hp, Wp] and OW is at least
+// kMinWideRow times Wp - OW; else none.
+std::optional<ConvPatches> convPatches(const Value* b);
+// The columns the patches plan computes: every position of the padded width up to the
+// last output's, (OH - 1) * Wp + OW.
+int64_t convWideColumns(const ConvPatches& p);
+// The blocked plan over the wide columns, with B's rows read from X (an argument of the
+// kernel).
+Status emitConvStrategy(KernelBuilder& b, const CpuMatmulPlan& p, const ConvPatches& cp);
+
 // matmul_cpu_dot.cpp: cpu matmuls with a short side (part of matmul-cpu's search space).
 // The dot plan when the kernel has one (at most 4 rows and B stored [N, K], or at most 4
 // columns; static), else none.
