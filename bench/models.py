@@ -6,9 +6,10 @@ against ONNX Runtime (CPU) and PyTorch eager with the same number of threads.
 Each model is exported with torch.onnx.export, compiled once with `kiln compile`, run once
 with `kiln run` and compared with PyTorch's output (max |kiln - torch| <= TOLERANCE *
 max |torch|). Then --rounds interleaved rounds time, in turn, kiln (`kiln bench`, the median
-of --repetitions calls), ONNX Runtime (onnxruntime-node driven by bench/ort_bench.js, the
-same) and PyTorch (the same, in this process); each column is the median of the rounds'
-medians. The table:
+of --repetitions calls; with --baseline, the baseline's too, the two taking turns at going
+first), ONNX Runtime (onnxruntime-node driven by bench/ort_bench.js, the same) and PyTorch
+(the same, in this process, followed by a quarter-second pause while its OpenMP threads
+stop spinning); each column is the median of the rounds' medians. The table:
 
     | model | kiln ms | ORT ms | PyTorch ms | kiln/ORT |
 
@@ -280,18 +281,24 @@ def main():
             return 1 if failures else 0
 
         times = {name: {"kiln": [], "ort": [], "torch": [], "base": []} for name, *_ in ready}
-        for _ in range(ARGS.rounds):
+        for r in range(ARGS.rounds):
             for name, model, x, onnx_path, inp, kmod in ready:
                 try:
-                    times[name]["kiln"].append(kiln_ms(kmod, inp)[0])
+                    # kiln and the baseline take turns at going first in a round.
+                    runs = [("kiln", lambda: kiln_ms(kmod, inp)[0])]
                     if name in baselines:
-                        times[name]["base"].append(kiln_ms(baselines[name], inp, kiln=ARGS.baseline)[0])
+                        runs.append(("base", lambda: kiln_ms(baselines[name], inp, kiln=ARGS.baseline)[0]))
+                    for key, run in (runs if r % 2 == 0 else runs[::-1]):
+                        times[name][key].append(run())
                     if use_ort:
                         times[name]["ort"].append(ort_ms(onnx_path, inp))
                 except RuntimeError as e:
                     print(f"FAIL {name}: {e}")
                     failures.append(name)
                 times[name]["torch"].append(torch_ms(model, x))
+                # PyTorch's OpenMP threads keep spinning for a while after a call: the next
+                # program timed would share the cores with them.
+                time.sleep(0.25)
         print()
         base = " baseline ms | kiln/baseline |" if ARGS.baseline else ""
         print("| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT |" + base)
