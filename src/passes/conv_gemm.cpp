@@ -12,8 +12,15 @@
 //              right operand. Otherwise the patches are KH*KW strided slices of the
 //              (zero-)padded input, concatenated to N x C x KH*KW x OH x OW (N x C x KH*KW
 //              x (OH*OW) when OW < 8) and viewed as N x (C*KH*KW) x (OH*OW): channel-major,
-//              then kernel position, the order of the weights' elements. Every other conv
-//              is left as it is. The elementwise ops that consume the result (all users
+//              then kernel position, the order of the weights' elements. A stride-2 conv
+//              (batch 1, no dilation, OW >= 8) whose output rows the GEMM can compute on
+//              its padded input's phases (wideRowsPay, strategy.h) instead has the padded
+//              input (padded to even Hp, Wp) split into its four phases, a concat of the
+//              strided views [2a::2, 2b::2] to N x C x 4 x Hp/2 x Wp/2, and tap (i, j) is
+//              the unit-step window of phase 2 (i mod 2) + j mod 2 from row i / 2, column
+//              j / 2: the GEMM reads it in place (matmul_cpu_conv.cpp), and only the
+//              phases, no larger than the input, are materialized. Every other conv is
+//              left as it is. The elementwise ops that consume the result (all users
 //              elementwise over its shape, on its device; transitively) compute on the
 //              matmul's N x M x (OH*OW) result instead, before the reshape back to NCHW
 //              (sinkView), so that fuse makes them the GEMM kernel's epilogue.
@@ -32,6 +39,7 @@
 #include "ir/core/builder.h"
 #include "passes/codegen.h"
 #include "passes/conv_rewrite.h"
+#include "passes/lower/strategy.h"
 #include "passes/passes.h"
 
 namespace kiln {
@@ -66,17 +74,62 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
   if (pointwise) {
     KILN_TRY(cols, reshape(x, {n, c, positions}));
   } else {
+    // A stride-2 conv (batch 1, no dilation) whose GEMM can read its patches in place on
+    // the padded input's phases (wideRowsPay over rows half the padded width): the phases
+    // are materialized instead of the patches, and each tap is a unit-step window of one.
+    int64_t hp = xs[2] + pads[0] + pads[2], wp = xs[3] + pads[1] + pads[3];
+    bool phases = n == 1 && taps > 1 && strides == std::vector<int64_t>{2, 2} &&
+                  dil == std::vector<int64_t>{1, 1} && ow >= kMinPatchRow &&
+                  wideRowsPay(ow, (wp + 1) / 2);
+    int64_t evenH = phases ? hp % 2 : 0, evenW = phases ? wp % 2 : 0;
     Value* padded = x;
-    if (pads != std::vector<int64_t>{0, 0, 0, 0}) {
+    if (pads != std::vector<int64_t>{0, 0, 0, 0} || evenH || evenW) {
       Attrs pa;
-      pa.set("pads", std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]});
+      pa.set("pads",
+             std::vector<int64_t>{0, 0, pads[0], pads[1], 0, 0, pads[2] + evenH, pads[3] + evenW});
       pa.set("mode", std::string("constant"));
       pa.set("value", 0.0);
       KILN_TRY(Op * p, b.create(OpKind::Pad, {x}, std::move(pa)));
       padded = p->result(0);
     }
+    if (phases) {
+      // Phase 2a + b: rows a, a + 2, .. and columns b, b + 2, .. of the padded input, as
+      // N x C x 4 x Hp/2 x Wp/2.
+      int64_t h2 = (hp + evenH) / 2, w2 = (wp + evenW) / 2;
+      std::vector<Value*> parts;
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t bb = 0; bb < 2; ++bb) {
+          Attrs sa;
+          sa.set("starts", std::vector<int64_t>{a, bb});
+          sa.set("ends", std::vector<int64_t>{hp + evenH, wp + evenW});
+          sa.set("axes", std::vector<int64_t>{2, 3});
+          sa.set("steps", std::vector<int64_t>{2, 2});
+          KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
+          KILN_TRY(Value * part, reshape(s->result(0), {n, c, 1, h2, w2}));
+          parts.push_back(part);
+        }
+      Attrs ca;
+      ca.set("axis", int64_t(2));
+      KILN_TRY(Op * q, b.create(OpKind::Concat, parts, std::move(ca)));
+      std::vector<Value*> windows;
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          int64_t phase = 2 * (i % 2) + j % 2;
+          Attrs sa;
+          sa.set("starts", std::vector<int64_t>{phase, i / 2, j / 2});
+          sa.set("ends", std::vector<int64_t>{phase + 1, i / 2 + oh, j / 2 + ow});
+          sa.set("axes", std::vector<int64_t>{2, 3, 4});
+          sa.set("steps", std::vector<int64_t>{1, 1, 1});
+          KILN_TRY(Op * s, b.create(OpKind::Slice, {q->result(0)}, std::move(sa)));
+          windows.push_back(s->result(0));
+        }
+      Attrs wa;
+      wa.set("axis", int64_t(2));
+      KILN_TRY(Op * cat, b.create(OpKind::Concat, windows, std::move(wa)));
+      KILN_TRY(cols, reshape(cat->result(0), {n, c * taps, positions}));
+    }
     std::vector<Value*> slices;
-    for (int64_t i = 0; i < kh; ++i)
+    for (int64_t i = 0; i < kh && !phases; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         Attrs sa;
         int64_t r0 = i * dil[0], c0 = j * dil[1];
@@ -93,14 +146,16 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
                                                   : reshape(s->result(0), {n, c, 1, positions}));
         slices.push_back(flat);
       }
-    Value* patches = slices[0];
+    Value* patches = phases ? nullptr : slices[0];
     if (slices.size() > 1) {
       Attrs ca;
       ca.set("axis", int64_t(2));
       KILN_TRY(Op * cat, b.create(OpKind::Concat, slices, std::move(ca)));
       patches = cat->result(0);
     }
-    KILN_TRY(cols, reshape(patches, {n, c * taps, positions}));
+    if (!phases) {
+      KILN_TRY(cols, reshape(patches, {n, c * taps, positions}));
+    }
   }
   KILN_TRY(Value * w2, reshape(conv.operand(1), {m, c * taps}));
   KILN_TRY(Op * mm, b.create(OpKind::Matmul, {w2, cols}));

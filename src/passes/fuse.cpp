@@ -42,9 +42,9 @@
 // op that computes a matmul's B from a window (readsWindow: 4 or more slices of one value
 // among the ops only it reads, a depthwise conv's taps) does not join it, where the GEMM
 // would compute the window per flattened column in its packing loop.
-// FusionRules::patchesIntoGemm (on for CPU targets): the concat of a stride-1 conv's
-// im2col patches (conv-gemm) joins the matmul that reads them, with its slices, when the
-// cpu GEMM reads them in place from the padded input (convPatches, strategy.h), so the
+// FusionRules::patchesIntoGemm (on for CPU targets): the concat of a conv's im2col patches
+// (conv-gemm) joins the matmul that reads them, with its slices, when the cpu GEMM reads
+// them in place from the padded input or its phases (convPatches, strategy.h), so the
 // patches are never materialized; the concat is then not the kernel's anchor.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
@@ -348,7 +348,8 @@ private:
 
   // True when `op` is the concat of im2col patches that g's matmul reads as B through
   // one reshape and the cpu GEMM reads in place (convPatches) from a value no kernel of g
-  // computes: a pad's result (an anchor, which never joins the matmul) or an argument.
+  // computes: an anchor's result (a pad, a stride-2 conv's phases: they never join the
+  // matmul) or an argument.
   bool readsPatchesInPlace(const Op& op, int g) const {
     if (op.kind() != OpKind::Concat || op.numResults() != 1) return false;
     const std::vector<Use>& uses = op.result(0)->uses();
@@ -360,7 +361,7 @@ private:
     if (mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 || groupOf(mm.user) != g)
       return false;
     std::optional<ConvPatches> p = convPatches(b);
-    return p && (!p->x->def() || p->x->def()->kind() == OpKind::Pad);
+    return p && (!p->x->def() || isAnchor(*p->x->def()));
   }
 
   bool canJoin(const Op& op, int g) const {

@@ -57,9 +57,9 @@ struct FusionRules {
   bool windowIntoGemmColumns = true;
   // The concat of conv-gemm's im2col patches joins the GEMM that reads them when the cpu
   // GEMM can read the patches from the conv's input in place (convPatches, strategy.h: a
-  // stride-1 conv over a padded input or an argument, with long enough output rows): the
-  // patches are then never materialized. On CPU targets (the only ones conv-gemm runs
-  // for).
+  // stride-1 conv's padded input or a stride-2 conv's phases, with long enough output
+  // rows): the patches are then never materialized. On for CPU targets (the only ones
+  // conv-gemm runs for).
   bool patchesIntoGemm = false;
 };
 

@@ -296,7 +296,7 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
     mc = std::min(mc, roundUp((rows + rowBlocks - 1) / rowBlocks, mr));
   }
   int64_t cols = ub(s.outShape[r - 1]);
-  // A stride-1 conv's patches read in place: the wide columns (matmul_cpu_conv.cpp).
+  // A conv's patches read in place: the wide columns (matmul_cpu_conv.cpp).
   // Its K steps hold whole channels (KC a multiple of the taps).
   std::optional<ConvPatches> cp = convPatches(s.anchor->operand(1));
   bool patches = cp && !cp->x->def();

@@ -1,29 +1,31 @@
-// Strategy `matmul-cpu`, patches plan: a stride-1 convolution's GEMM on a cpu target that
-// reads its input where it lies instead of conv-gemm's materialized im2col patches. The
-// patches kernel wrote KH*KW copies of the (padded) input, 7.2 MB for a 64-channel 56x56
-// map that the GEMM then read back from L3; the input itself (0.86 MB) stays in L2.
+// Strategy `matmul-cpu`, patches plan: a convolution's GEMM on a cpu target that reads its
+// input where it lies instead of conv-gemm's materialized im2col patches. The patches
+// kernel wrote KH*KW copies of the (padded) input, 7.2 MB for a 64-channel 56x56 map that
+// the GEMM then read back from L3; the input itself (0.86 MB) stays in L2.
 //
-// Matches:  a matmul-cpu kernel whose B is conv-gemm's patches of a stride-1 conv
-//           (convPatches: reshape(concat{axis 2}(reshape(slice(X))))) over a kernel
-//           argument X [1, C, Hp, Wp], with output rows long enough (OW at least
-//           kMinWideRow times Wp - OW) that the dropped columns below cost little; fuse
-//           puts the concat in the GEMM's kernel for it (FusionRules::patchesIntoGemm).
+// Matches:  a matmul-cpu kernel whose B is conv-gemm's patches (convPatches:
+//           reshape(concat{axis 2}(slice(X) per tap))) with every tap a unit-step window of
+//           a kernel argument X: the padded input [1, C, Hp, Wp] of a stride-1 conv, or the
+//           four phases [1, C, 4, Hp/2, Wp/2] of a stride-2 one's (tap (i, j) a window of
+//           phase 2 (i mod 2) + j mod 2); with output rows long enough (wideRowsPay: OW at
+//           least kMinWideRow times W - OW, W the row width of X) that the dropped columns
+//           below cost little. fuse puts the concat in the GEMM's kernel for it
+//           (FusionRules::patchesIntoGemm).
 // Plan:     the blocked CpuMatmulPlan (matmul_cpu.cpp) over the wide columns, with KC a
-//           multiple of the taps: the output is computed at every position n = oy * Wp + ox
-//           of the padded width, n in [0, (OH - 1) * Wp + OW). Row k = (c, ky, kx) of B is
-//           then the contiguous run of X's channel c from ky * dh * Wp + kx * dw + n (X
-//           flat per channel): a micro-kernel's NR columns are one vector load per row k,
-//           whatever output rows they cross. The Wp - OW columns per row past OW are
-//           computed and dropped.
+//           multiple of the taps: the output is computed at every position n = oy * W + ox
+//           of X's rows, n in [0, (OH - 1) * W + OW). Row k = (c, t) of B is then the
+//           contiguous run of X's channel c (tap t's plane) from dy_t * W + dx_t + n: a
+//           micro-kernel's NR columns are one vector load per row k, whatever output rows
+//           they cross. The W - OW columns per row past OW are computed and dropped.
 // Emits:    per MC x NC block of wide columns, K in steps of KC whole channels: MR-row
-//           micro-tiles over NR-column strips reading A in place and B's rows from X (k as
-//           three loops, c, ky, kx, the taps unrolled by LLVM into constant offsets; X's
+//           micro-tiles over NR-column strips reading A in place and B's rows from X (a
+//           loop over the channels with the taps unrolled, each a constant offset; X's
 //           index as row and column of the flat offset, which LLVM folds back; the partial
 //           last strip clamps its columns to the last wide column); then the epilogue on
 //           the valid columns of each output row in the block, at their NCHW positions.
 //
 //   %p = pad %x : 1x64x58x58                  for k0 in K by KC, strips, micro-tiles:
-//   %b = reshape(concat(slices of %p))  =>      for c, ky, kx: reg += a[k] * X[c, ky*58 + kx + n]
+//   %b = reshape(concat(slices of %p))  =>      for c, taps: reg += a[k] * X[c, dy*58 + dx + n]
 //   %y = matmul %w, %b : 1x64x3136              epilogue: oy*58 + ox -> oy*56 + ox, ox < 56
 #include "passes/lower/kernel_builder.h"
 #include "passes/lower/strategy.h"
@@ -46,6 +48,8 @@ const Op* defOf(const Value* v, OpKind k) {
 
 } // namespace
 
+bool wideRowsPay(int64_t ow, int64_t width) { return ow >= 1 && (width - ow) * kMinWideRow <= ow; }
+
 std::optional<ConvPatches> convPatches(const Value* b) {
   const Type& bt = b->type();
   if (bt.rank() != 3 || !bt.isStatic() || bt.dim(0).value() != 1) return std::nullopt;
@@ -63,50 +67,44 @@ std::optional<ConvPatches> convPatches(const Value* b) {
   if (p.taps != static_cast<int64_t>(cat->numOperands()) ||
       bt.dim(1).value() != p.channels * p.taps || bt.dim(2).value() != p.oh * p.ow)
     return std::nullopt;
-  // Tap t = (ky, kx) in row-major order at [ky * dh, kx * dw]: the slices of one X.
-  std::vector<std::pair<int64_t, int64_t>> starts;
   for (size_t t = 0; t < cat->numOperands(); ++t) {
-    const Op* r = defOf(cat->operand(t), OpKind::Reshape);
-    const Op* s = r ? defOf(r->operand(0), OpKind::Slice) : nullptr;
+    const Value* v = cat->operand(t);
+    if (const Op* r = defOf(v, OpKind::Reshape)) v = r->operand(0);
+    const Op* s = defOf(v, OpKind::Slice);
     if (!s) return std::nullopt;
-    const Attrs& a = s->attrs();
-    if (a.getInts("axes") != std::vector<int64_t>{2, 3} ||
-        a.getInts("steps") != std::vector<int64_t>{1, 1})
-      return std::nullopt;
     const Value* x = s->operand(0);
     if (t == 0) p.x = x;
-    if (x != p.x) return std::nullopt;
+    const Type& xt = x->type();
+    if (x != p.x || (xt.rank() != 4 && xt.rank() != 5)) return std::nullopt;
+    bool planes = xt.rank() == 5;
+    const Attrs& a = s->attrs();
     std::vector<int64_t> st = a.getInts("starts"), en = a.getInts("ends");
-    if (st.size() != 2 || en.size() != 2 || st[0] < 0 || st[1] < 0 || en[0] - st[0] != p.oh ||
-        en[1] - st[1] != p.ow)
+    if (a.getInts("axes") !=
+            (planes ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{2, 3}) ||
+        a.getInts("steps") != std::vector<int64_t>(planes ? 3 : 2, 1) || st.size() != en.size())
       return std::nullopt;
-    starts.emplace_back(st[0], st[1]);
+    size_t r = planes ? 1 : 0; // where the rows' start is
+    ConvPatches::Tap tap{planes ? st[0] : 0, st[r], st[r + 1]};
+    if ((planes && en[0] != st[0] + 1) || tap.plane < 0 || tap.dy < 0 || tap.dx < 0 ||
+        en[r] - st[r] != p.oh || en[r + 1] - st[r + 1] != p.ow)
+      return std::nullopt;
+    p.window.push_back(tap);
   }
   const Type& xt = p.x->type();
-  if (xt.rank() != 4 || !xt.isStatic() || xt.dim(0).value() != 1 ||
-      xt.dim(1).value() != p.channels || xt.elem() != bt.elem())
+  if (!xt.isStatic() || xt.dim(0).value() != 1 || xt.dim(1).value() != p.channels ||
+      xt.elem() != bt.elem())
     return std::nullopt;
-  p.hp = xt.dim(2).value();
-  p.wp = xt.dim(3).value();
-  // The taps form a KH x KW grid with steps dh, dw from [0, 0].
-  p.kw = 1;
-  while (p.kw < p.taps && starts[static_cast<size_t>(p.kw)].first == 0) ++p.kw;
-  if (p.taps % p.kw != 0 || starts[0] != std::make_pair(int64_t(0), int64_t(0)))
-    return std::nullopt;
-  int64_t kh = p.taps / p.kw;
-  p.dw = p.kw > 1 ? starts[1].second : 1;
-  p.dh = kh > 1 ? starts[static_cast<size_t>(p.kw)].first : 1;
-  for (int64_t t = 0; t < p.taps; ++t)
-    if (starts[static_cast<size_t>(t)] != std::make_pair((t / p.kw) * p.dh, (t % p.kw) * p.dw))
-      return std::nullopt;
-  // Every window inside X: the last tap's rows and columns end at Hp, Wp at most.
-  if ((kh - 1) * p.dh + p.oh > p.hp || (p.kw - 1) * p.dw + p.ow > p.wp) return std::nullopt;
-  // The padded width the wide columns run over must add little.
-  if ((p.wp - p.ow) * kMinWideRow > p.ow) return std::nullopt;
+  p.rows = xt.dim(xt.rank() - 2).value();
+  p.width = xt.dim(xt.rank() - 1).value();
+  int64_t planes = xt.rank() == 5 ? xt.dim(2).value() : 1;
+  // Every window inside its plane.
+  for (const ConvPatches::Tap& t : p.window)
+    if (t.plane >= planes || t.dy + p.oh > p.rows || t.dx + p.ow > p.width) return std::nullopt;
+  if (!wideRowsPay(p.ow, p.width)) return std::nullopt;
   return p;
 }
 
-int64_t convWideColumns(const ConvPatches& p) { return (p.oh - 1) * p.wp + p.ow; }
+int64_t convWideColumns(const ConvPatches& p) { return (p.oh - 1) * p.width + p.ow; }
 
 Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const ConvPatches& cp) {
   const Op& mm = *kb.shape().anchor;
@@ -150,16 +148,19 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
   Value* bv = priv(ae, {Dim(NR)});
   const Value* A = mm.operand(0);
   const Value* X = cp.x;
-  // X's element at flat offset `o` of channel c (Hp x Wp, row-major), as its row o / Wp and
-  // column o mod Wp (LLVM folds the pair back into the flat offset: one contiguous run of
-  // NR elements per row k).
-  Value* wpV = kb.cst(cp.wp);
-  auto xAt = [&](Value* c, Value* o) -> Result<Value*> {
-    KILN_TRY(Value * v, kb.load(X, {kb.cst(0), c, kb.idx(OpKind::IFloorDiv, o, wpV),
-                                    kb.idx(OpKind::IMod, o, wpV)}));
+  // X's element at flat offset `o` of channel c (and plane), rows `width` long, as its row
+  // o / width and column o mod width (LLVM folds the pair back into the flat offset: one
+  // contiguous run of NR elements per row k).
+  Value* widthV = kb.cst(cp.width);
+  bool planes = X->type().rank() == 5;
+  auto xAt = [&](Value* c, int64_t plane, Value* o) -> Result<Value*> {
+    std::vector<Value*> ix{kb.cst(0), c};
+    if (planes) ix.push_back(kb.cst(plane));
+    ix.push_back(kb.idx(OpKind::IFloorDiv, o, widthV));
+    ix.push_back(kb.idx(OpKind::IMod, o, widthV));
+    KILN_TRY(Value * v, kb.load(X, ix));
     return kb.castTo(v, ae);
   };
-
   // Rows [rb, rb + mr) and wide columns [cb0, cb0 + NR) of the block; `edge` clamps the
   // columns past the last wide one to it.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0, Value* kEnd) -> Status {
@@ -179,40 +180,33 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
     kb.endFor();
     kb.endFor();
     Value* col0 = kb.idx(OpKind::IAdd, n0, cb0);
-    // k = (c, ky, kx) as three loops (the K step holds whole channels): B's row k starts
-    // at ky * dh * Wp + kx * dw in channel c of X, an affine index.
+    // k = (c, t): a loop over the channels (the K step holds whole ones), the taps unrolled
+    // here, each B row a constant offset dy * width + dx from the wide column in its plane.
     Value* c = kb.beginFor(kb.idx(OpKind::IFloorDiv, k0, kb.cst(cp.taps)),
                            kb.idx(OpKind::IFloorDiv, kEnd, kb.cst(cp.taps)), kb.cst(1));
-    Value* ky = kb.beginFor(kb.cst(0), kb.cst(cp.taps / cp.kw), kb.cst(1));
-    Value* kx = kb.beginFor(kb.cst(0), kb.cst(cp.kw), kb.cst(1));
-    Value* k =
-        kb.idx(OpKind::IAdd,
-               kb.idx(OpKind::IMul,
-                      kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, c, kb.cst(cp.taps / cp.kw)), ky),
-                      kb.cst(cp.kw)),
-               kx);
-    Value* rowOff = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, ky, kb.cst(cp.dh * cp.wp)),
-                           kb.idx(OpKind::IMul, kx, kb.cst(cp.dw)));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-    Value* col = kb.idx(OpKind::IAdd, col0, b);
-    if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
-    KILN_TRY(Value * xv, xAt(c, kb.idx(OpKind::IAdd, rowOff, col)));
-    kb.st(xv, bv, {b});
-    kb.endFor();
-    for (int64_t i = 0; i < mr; ++i) {
-      a = kb.cst(i);
-      Value* row = kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a));
-      std::vector<Value*> oix = rowIndex(row);
-      oix.push_back(n0);
-      KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
-      Value* av = kb.castTo(aval, ae);
+    for (int64_t t = 0; t < cp.taps; ++t) {
+      const ConvPatches::Tap& tap = cp.window[static_cast<size_t>(t)];
+      Value* k = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, c, kb.cst(cp.taps)), kb.cst(t));
+      Value* rowOff = kb.cst(tap.dy * cp.width + tap.dx);
       b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-      Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
-      kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
+      Value* col = kb.idx(OpKind::IAdd, col0, b);
+      if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
+      KILN_TRY(Value * xv, xAt(c, tap.plane, kb.idx(OpKind::IAdd, rowOff, col)));
+      kb.st(xv, bv, {b});
       kb.endFor();
+      for (int64_t i = 0; i < mr; ++i) {
+        a = kb.cst(i);
+        Value* row = kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a));
+        std::vector<Value*> oix = rowIndex(row);
+        oix.push_back(n0);
+        KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+        Value* av = kb.castTo(aval, ae);
+        b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+        Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
+        kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
+        kb.endFor();
+      }
     }
-    kb.endFor();
-    kb.endFor();
     kb.endFor();
     a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
     b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
@@ -241,7 +235,7 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
 
   // Epilogue: per row of the block, the valid columns of each output row oy it covers,
   // wide column oy * Wp + ox at output column oy * OW + ox.
-  Value* wp = kb.cst(cp.wp);
+  Value* wp = kb.cst(cp.width);
   Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
   std::vector<Value*> outRow = rowIndex(kb.idx(OpKind::IAdd, m0, i));
   Value* colsEnd = kb.idx(OpKind::IAdd, n0, colsV);

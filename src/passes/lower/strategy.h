@@ -155,19 +155,28 @@ bool foldsBatch(const KernelShape& s);
 // chain is not a view (a LayerNorm or GELU prologue of the matmul).
 bool computedOperand(const Value* a);
 
-// matmul_cpu_conv.cpp: a stride-1 convolution's GEMM reading its input in place.
-// B = conv-gemm's patches of X [1, C, Hp, Wp]: B[c * T + ky * KW + kx, oy * OW + ox] =
-// X[0, c, oy + ky * dh, ox + kx * dw], T = KH * KW taps.
+// matmul_cpu_conv.cpp: a convolution's GEMM reading its input in place.
+// B = conv-gemm's patches of X, [1, C, H, W] (a stride-1 conv's padded input) or
+// [1, C, P, H, W] (a stride-2 conv's padded input split into P = 4 phases): tap t is the
+// unit-stride window of plane window[t].plane (0 for a rank-4 X) from row dy and column
+// dx, B[c * T + t, oy * OW + ox] = X[0, c, (plane,) dy + oy, dx + ox].
 struct ConvPatches {
+  struct Tap {
+    int64_t plane = 0, dy = 0, dx = 0;
+  };
   const Value* x = nullptr;
-  int64_t channels = 0, taps = 0, kw = 0, dh = 1, dw = 1, oh = 0, ow = 0, hp = 0, wp = 0;
+  int64_t channels = 0, taps = 0, oh = 0, ow = 0, rows = 0, width = 0;
+  std::vector<Tap> window;
 };
-// B's patches when B is reshape(concat{axis 2}(reshape(slice(X)) per tap)) as conv-gemm
-// builds it for a stride-1 conv over a static X [1, C, Hp, Wp] and OW is at least
-// kMinWideRow times Wp - OW; else none.
+// B's patches when B is reshape(concat{axis 2}(slice(X) per tap, each maybe reshaped to
+// [1, C, 1, OH, OW])) as conv-gemm builds it, every slice a unit-step OH x OW window of
+// one X (of one plane of X), and wideRowsPay(OW, X's row width); else none.
 std::optional<ConvPatches> convPatches(const Value* b);
-// The columns the patches plan computes: every position of the padded width up to the
-// last output's, (OH - 1) * Wp + OW.
+// True when output rows of `ow` columns computed on rows `width` wide (the padded input's,
+// or its phases') drop few enough columns to beat materialized patches.
+bool wideRowsPay(int64_t ow, int64_t width);
+// The columns the patches plan computes: every position of the rows up to the last
+// output's, (OH - 1) * width + OW.
 int64_t convWideColumns(const ConvPatches& p);
 // The blocked plan over the wide columns, with B's rows read from X (an argument of the
 // kernel).
