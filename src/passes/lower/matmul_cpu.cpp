@@ -262,6 +262,34 @@ bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {
 
 } // namespace
 
+void cpuMicroAccumulatorsIn(KernelBuilder& kb, Value* reg, Value* cb, Value* rb, Value* cb0,
+                            int64_t mr, int64_t nr, Value* k0, ElemType acc) {
+  Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+  Value* b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
+  kb.st(kb.scst(acc, 0.0), reg, {a, b});
+  kb.endFor();
+  kb.endFor();
+  kb.beginFor(kb.cst(0),
+              kb.mk(kb.body(), OpKind::SSelect, {kb.cmp("gt", k0, kb.cst(0)), kb.cst(1), kb.cst(0)},
+                    Type::index()),
+              kb.cst(1));
+  a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+  b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
+  kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
+  kb.endFor();
+  kb.endFor();
+  kb.endFor();
+}
+
+void cpuMicroAccumulatorsOut(KernelBuilder& kb, Value* reg, Value* cb, Value* rb, Value* cb0,
+                             int64_t mr, int64_t nr) {
+  Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
+  Value* b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
+  kb.st(kb.ld(reg, {a, b}), cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)});
+  kb.endFor();
+  kb.endFor();
+}
+
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
   return k.shape.strategy == Strategy::Matmul && t.cpu;
 }
@@ -507,23 +535,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // reading B from the packed panel or in place.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, int64_t nr, bool edge, bool packed, Value* k0,
                    Value* kEnd) -> Status {
-    // The accumulators start at 0 in the first K step and at the block accumulator's
-    // values in the later ones (a loop taken once or not).
-    Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    Value* b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
-    kb.st(kb.scst(ae, 0.0), reg, {a, b});
-    kb.endFor();
-    kb.endFor();
-    kb.beginFor(kb.cst(0),
-                kb.mk(kb.body(), OpKind::SSelect,
-                      {kb.cmp("gt", k0, kb.cst(0)), kb.cst(1), kb.cst(0)}, Type::index()),
-                kb.cst(1));
-    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
-    kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
-    kb.endFor();
-    kb.endFor();
-    kb.endFor();
+    cpuMicroAccumulatorsIn(kb, reg, cb, rb, cb0, mr, nr, k0, ae);
+    Value* a = nullptr;
+    Value* b = nullptr;
     Value* strip = !packed  ? nullptr
                    : direct ? kb.cst(0)
                             : kb.idx(OpKind::IFloorDiv, cb0, kb.cst(NR));
@@ -593,11 +607,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       kb.endFor();
     }
     kb.endFor();
-    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
-    kb.st(kb.ld(reg, {a, b}), cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)});
-    kb.endFor();
-    kb.endFor();
+    cpuMicroAccumulatorsOut(kb, reg, cb, rb, cb0, mr, nr);
     return ok();
   };
   // Rows [rb, rb + mr) of the columns [dotStart, colsV): per column, L lanes of partial

@@ -164,21 +164,9 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
   // Rows [rb, rb + mr) and wide columns [cb0, cb0 + NR) of the block; `edge` clamps the
   // columns past the last wide one to it.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0, Value* kEnd) -> Status {
-    Value* a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-    kb.st(kb.scst(ae, 0.0), reg, {a, b});
-    kb.endFor();
-    kb.endFor();
-    kb.beginFor(kb.cst(0),
-                kb.mk(kb.body(), OpKind::SSelect,
-                      {kb.cmp("gt", k0, kb.cst(0)), kb.cst(1), kb.cst(0)}, Type::index()),
-                kb.cst(1));
-    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-    kb.st(kb.ld(cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)}), reg, {a, b});
-    kb.endFor();
-    kb.endFor();
-    kb.endFor();
+    cpuMicroAccumulatorsIn(kb, reg, cb, rb, cb0, mr, NR, k0, ae);
+    Value* a = nullptr;
+    Value* b = nullptr;
     Value* col0 = kb.idx(OpKind::IAdd, n0, cb0);
     // k = (c, t): a loop over the channels (the K step holds whole ones), the taps unrolled
     // here, each B row a constant offset dy * width + dx from the wide column in its plane.
@@ -208,11 +196,7 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
       }
     }
     kb.endFor();
-    a = kb.beginFor(kb.cst(0), kb.cst(mr), kb.cst(1));
-    b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-    kb.st(kb.ld(reg, {a, b}), cb, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::IAdd, cb0, b)});
-    kb.endFor();
-    kb.endFor();
+    cpuMicroAccumulatorsOut(kb, reg, cb, rb, cb0, mr, NR);
     return ok();
   };
 

@@ -135,6 +135,13 @@ std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result);
 // (NR-column strips, each contiguous along k); else null.
 const Value* prepackedB(const Value* b, int64_t nr);
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t);
+// An MR x NR micro-kernel's private accumulators `reg` for rows [rb, rb + mr) and columns
+// [cb0, cb0 + nr) of the block accumulator `cb`: 0 in the first K step (k0 = 0), cb's
+// values in the later ones (a loop taken once or not); and back into cb after the step.
+void cpuMicroAccumulatorsIn(KernelBuilder& kb, Value* reg, Value* cb, Value* rb, Value* cb0,
+                            int64_t mr, int64_t nr, Value* k0, ElemType acc);
+void cpuMicroAccumulatorsOut(KernelBuilder& kb, Value* reg, Value* cb, Value* rb, Value* cb0,
+                             int64_t mr, int64_t nr);
 std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
                                  const SymbolTable& syms);
 std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmulPlan& p,
