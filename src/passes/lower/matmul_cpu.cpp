@@ -326,8 +326,8 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   int64_t cols = ub(s.outShape[r - 1]);
   // A conv's patches read in place: the wide columns (matmul_cpu_conv.cpp).
   // Its K steps hold whole channels (KC a multiple of the taps).
-  std::optional<ConvPatches> cp = convPatches(s.anchor->operand(1));
-  bool patches = cp && !cp->x->def();
+  std::optional<ConvPatches> cp = patchesInPlace(*s.anchor);
+  bool patches = cp.has_value();
   if (patches) {
     cols = convWideColumns(*cp);
     kc = std::max<int64_t>(1, kc / cp->taps) * cp->taps;
@@ -358,8 +358,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmul
                                            const TargetDesc&, bool) {
   std::string tile = listStr({p.mc, p.nc, p.kc, p.mr, p.nr});
   if (s.anchor)
-    if (std::optional<ConvPatches> cp = convPatches(s.anchor->operand(1));
-        cp && !cp->x->def() && p.kc % cp->taps != 0)
+    if (std::optional<ConvPatches> cp = patchesInPlace(*s.anchor); cp && p.kc % cp->taps != 0)
       return "tile " + tile + ": KC must be a multiple of the convolution's " +
              std::to_string(cp->taps) + " taps (its K steps hold whole channels)";
   if (p.mc < 1 || p.nc < 1 || p.kc < 1 || p.mr < 1 || p.nr < 1)
@@ -385,8 +384,7 @@ std::optional<std::string> strategyProblem(const KernelShape& s, const CpuMatmul
 // and no work is wasted on rows; the epilogue stores exactly the block's valid part.
 Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   const Op& mm = *kb.shape().anchor;
-  if (std::optional<ConvPatches> cp = convPatches(mm.operand(1)); cp && !cp->x->def())
-    return emitConvStrategy(kb, plan, *cp);
+  if (std::optional<ConvPatches> cp = patchesInPlace(mm)) return emitConvStrategy(kb, plan, *cp);
   const Shape& s = kb.shape().outShape;
   size_t r = s.size();
   const Type& at = mm.operand(0)->type();

@@ -104,6 +104,12 @@ std::optional<ConvPatches> convPatches(const Value* b) {
   return p;
 }
 
+std::optional<ConvPatches> patchesInPlace(const Op& mm) {
+  std::optional<ConvPatches> p = convPatches(mm.operand(1));
+  if (p && p->x->def()) return std::nullopt;
+  return p;
+}
+
 int64_t convWideColumns(const ConvPatches& p) { return (p.oh - 1) * p.width + p.ow; }
 
 Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const ConvPatches& cp) {

@@ -179,6 +179,9 @@ struct ConvPatches {
 // [1, C, 1, OH, OW])) as conv-gemm builds it, every slice a unit-step OH x OW window of
 // one X (of one plane of X), and wideRowsPay(OW, X's row width); else none.
 std::optional<ConvPatches> convPatches(const Value* b);
+// The patches of the matmul kernel `mm`'s B when the patches plan reads them in place:
+// convPatches over an argument of the kernel (X is not computed in it).
+std::optional<ConvPatches> patchesInPlace(const Op& mm);
 // True when output rows of `ow` columns computed on rows `width` wide (the padded input's,
 // or its phases') drop few enough columns to beat materialized patches.
 bool wideRowsPay(int64_t ow, int64_t width);
