@@ -344,10 +344,14 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   if (rows <= mr && entries >= kMinBlocks && !transposedB(s.anchor->operand(1)))
     nc = std::min<int64_t>(roundUp(cols, nr), kMaxStreamCols);
   // More row blocks pack (and compute) B once more each, more column blocks A: an operand
-  // computed by a prologue keeps its blocks (patches read in place are not computed).
+  // computed by a costly prologue keeps its blocks (patches read in place are not computed;
+  // an SE gate's multiply is cheap next to the product: EfficientNet-B0's gated 192 x 1152
+  // x 49 projections, two threads, in 2 column blocks 0.27 ms, in 4 x 2 blocks 0.175).
+  auto cheap = [](const Value* v) {
+    return !computedOperand(v) || prologueOps(v, kDirectPrologueOps + 1) <= kDirectPrologueOps;
+  };
   balanceBlocks(rows, cols, ub(a.dim(a.rank() - 1)), entries, mr, nr,
-                patches || !computedOperand(s.anchor->operand(1)),
-                !computedOperand(s.anchor->operand(0)), mc, nc);
+                patches || cheap(s.anchor->operand(1)), cheap(s.anchor->operand(0)), mc, nc);
   std::vector<Plan> plans = cpuDotPlans(s, t, syms);
   plans.push_back(
       CpuMatmulPlan{std::max(mc, mr), std::max(nc, nr), std::max<int64_t>(kc, 1), mr, nr});
