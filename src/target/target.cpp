@@ -50,6 +50,7 @@ const std::vector<TargetDesc>& table() {
       c.fusion.elementwiseIntoGemmRows = false;
       c.fusion.windowIntoGemmColumns = false;
       c.fusion.patchesIntoGemm = true;
+      c.fusion.padIntoConcat = true;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));
