@@ -61,10 +61,12 @@ struct FusionRules {
   // rows): the patches are then never materialized. On for CPU targets (the only ones
   // conv-gemm runs for).
   bool patchesIntoGemm = false;
-  // A constant pad joins the concat that reads it (every user in the concat's kernel):
-  // the concat's loads read the unpadded input, masked at the border. The stride-2 convs'
-  // phases (conv-gemm, conv-depthwise: a concat of four strided views of the padded
-  // input) are then one pass over the input instead of two. On for CPU targets.
+  // A constant pad joins the concat that reads it (every user in the concat's kernel)
+  // when the concat has no more elements than the pad: the concat's loads read the
+  // unpadded input, masked at the border. The stride-2 convs' phases (conv-gemm,
+  // conv-depthwise: a concat of four strided views of the padded input) are then one pass
+  // over the input instead of two; im2col patches (each element once per tap) keep their
+  // pad kernel. On for CPU targets.
   bool padIntoConcat = false;
 };
 
