@@ -323,26 +323,6 @@ Result<Value*> asFlatTaps(Func& f, Op& conv, const Conv2d& g, const std::vector<
   return widenEpilogue(f, conv, epi, tb, sum, wp, ys[3], /*flat=*/true);
 }
 
-// The four phases of a padded N x C x Hp x Wp input (Hp and Wp even) stacked as
-// N x C x 4 x Hp/2 x Wp/2, phase 2*a + b holding rows a, a+2, .. and columns b, b+2, ..: a
-// concat, so the conv's kernel reads it materialized (one strided pass over the input here
-// instead of strided loads in each of the KH*KW taps).
-Result<Value*> phaseSplit(TapBuilder& tb, Value* padded) {
-  std::vector<int64_t> ps = padded->type().staticShape();
-  int64_t h2 = ps[2] / 2, w2 = ps[3] / 2;
-  std::vector<Value*> parts;
-  for (int64_t a = 0; a < 2; ++a)
-    for (int64_t b = 0; b < 2; ++b) {
-      KILN_TRY(Value * part, tb.slice(padded, {2, 3}, {a, b}, {ps[2], ps[3]}, {2, 2}));
-      KILN_TRY(part, tb.reshape(part, {ps[0], ps[1], 1, h2, w2}));
-      parts.push_back(part);
-    }
-  Attrs ca;
-  ca.set("axis", int64_t{2});
-  KILN_TRY(Op * q, tb.builder().create(OpKind::Concat, parts, std::move(ca)));
-  return q->result(0);
-}
-
 // The conv as its taps' sum, built before it, or null when it is not depthwise. Built
 // channels-last when every user transposes it there: those users are then replaced by the
 // sum and erased, and the conv is left without users.
@@ -412,7 +392,7 @@ Result<Value*> asTaps(Func& f, Op& conv, const Conv2d& g, int64_t lanes) {
                                                    pads[3] + evenW + extraW}));
   }
   if (phases) {
-    KILN_TRY(padded, phaseSplit(tb, padded));
+    KILN_TRY(padded, phaseSplit(tb.builder(), padded));
   }
   // The taps' weights, [C] or [C,1,1] each. Channels-last, a tap's weights are KH*KW
   // elements apart along C in w: they are first gathered tap-major into one KH*KW x C

@@ -92,26 +92,10 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
       KILN_TRY(Op * p, b.create(OpKind::Pad, {x}, std::move(pa)));
       padded = p->result(0);
     }
+    // One N x C x 1 x .. value per tap, concatenated along axis 2.
+    std::vector<Value*> perTap;
     if (phases) {
-      // Phase 2a + b: rows a, a + 2, .. and columns b, b + 2, .. of the padded input, as
-      // N x C x 4 x Hp/2 x Wp/2.
-      int64_t h2 = (hp + evenH) / 2, w2 = (wp + evenW) / 2;
-      std::vector<Value*> parts;
-      for (int64_t a = 0; a < 2; ++a)
-        for (int64_t bb = 0; bb < 2; ++bb) {
-          Attrs sa;
-          sa.set("starts", std::vector<int64_t>{a, bb});
-          sa.set("ends", std::vector<int64_t>{hp + evenH, wp + evenW});
-          sa.set("axes", std::vector<int64_t>{2, 3});
-          sa.set("steps", std::vector<int64_t>{2, 2});
-          KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
-          KILN_TRY(Value * part, reshape(s->result(0), {n, c, 1, h2, w2}));
-          parts.push_back(part);
-        }
-      Attrs ca;
-      ca.set("axis", int64_t(2));
-      KILN_TRY(Op * q, b.create(OpKind::Concat, parts, std::move(ca)));
-      std::vector<Value*> windows;
+      KILN_TRY(Value * q, phaseSplit(b, padded));
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j) {
           int64_t phase = 2 * (i % 2) + j % 2;
@@ -120,42 +104,36 @@ Result<Value*> asMatmul(Func& f, Op& conv, const Conv2d& g) {
           sa.set("ends", std::vector<int64_t>{phase + 1, i / 2 + oh, j / 2 + ow});
           sa.set("axes", std::vector<int64_t>{2, 3, 4});
           sa.set("steps", std::vector<int64_t>{1, 1, 1});
-          KILN_TRY(Op * s, b.create(OpKind::Slice, {q->result(0)}, std::move(sa)));
-          windows.push_back(s->result(0));
+          KILN_TRY(Op * s, b.create(OpKind::Slice, {q}, std::move(sa)));
+          perTap.push_back(s->result(0));
         }
-      Attrs wa;
-      wa.set("axis", int64_t(2));
-      KILN_TRY(Op * cat, b.create(OpKind::Concat, windows, std::move(wa)));
-      KILN_TRY(cols, reshape(cat->result(0), {n, c * taps, positions}));
+    } else {
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          Attrs sa;
+          int64_t r0 = i * dil[0], c0 = j * dil[1];
+          sa.set("starts", std::vector<int64_t>{r0, c0});
+          sa.set("ends", std::vector<int64_t>{r0 + (oh - 1) * strides[0] + 1,
+                                              c0 + (ow - 1) * strides[1] + 1});
+          sa.set("axes", std::vector<int64_t>{2, 3});
+          sa.set("steps", strides);
+          KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
+          // Patch rows of OW elements (the kernel's column loop: contiguous or strided
+          // loads LLVM vectorizes) when OW fills a vector, else of OH*OW, where each
+          // element costs a division and a remainder to find its input row and column.
+          KILN_TRY(Value * flat, ow >= kMinPatchRow ? reshape(s->result(0), {n, c, 1, oh, ow})
+                                                    : reshape(s->result(0), {n, c, 1, positions}));
+          perTap.push_back(flat);
+        }
     }
-    std::vector<Value*> slices;
-    for (int64_t i = 0; i < kh && !phases; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        Attrs sa;
-        int64_t r0 = i * dil[0], c0 = j * dil[1];
-        sa.set("starts", std::vector<int64_t>{r0, c0});
-        sa.set("ends", std::vector<int64_t>{r0 + (oh - 1) * strides[0] + 1,
-                                            c0 + (ow - 1) * strides[1] + 1});
-        sa.set("axes", std::vector<int64_t>{2, 3});
-        sa.set("steps", strides);
-        KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
-        // Patch rows of OW elements (the kernel's column loop: contiguous or strided loads
-        // LLVM vectorizes) when OW fills a vector, else of OH*OW, where each element costs a
-        // division and a remainder to find its input row and column.
-        KILN_TRY(Value * flat, ow >= kMinPatchRow ? reshape(s->result(0), {n, c, 1, oh, ow})
-                                                  : reshape(s->result(0), {n, c, 1, positions}));
-        slices.push_back(flat);
-      }
-    Value* patches = phases ? nullptr : slices[0];
-    if (slices.size() > 1) {
+    Value* patches = perTap[0];
+    if (perTap.size() > 1) {
       Attrs ca;
       ca.set("axis", int64_t(2));
-      KILN_TRY(Op * cat, b.create(OpKind::Concat, slices, std::move(ca)));
+      KILN_TRY(Op * cat, b.create(OpKind::Concat, perTap, std::move(ca)));
       patches = cat->result(0);
     }
-    if (!phases) {
-      KILN_TRY(cols, reshape(patches, {n, c * taps, positions}));
-    }
+    KILN_TRY(cols, reshape(patches, {n, c * taps, positions}));
   }
   KILN_TRY(Value * w2, reshape(conv.operand(1), {m, c * taps}));
   KILN_TRY(Op * mm, b.create(OpKind::Matmul, {w2, cols}));

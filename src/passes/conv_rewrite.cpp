@@ -45,4 +45,26 @@ Status rewriteConvs(Module& m, const CodegenOptions& opts,
   return ok();
 }
 
+Result<Value*> phaseSplit(Builder& b, Value* padded) {
+  std::vector<int64_t> ps = padded->type().staticShape();
+  int64_t h2 = ps[2] / 2, w2 = ps[3] / 2;
+  std::vector<Value*> parts;
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t c = 0; c < 2; ++c) {
+      Attrs sa;
+      sa.set("starts", std::vector<int64_t>{a, c});
+      sa.set("ends", std::vector<int64_t>{ps[2], ps[3]});
+      sa.set("axes", std::vector<int64_t>{2, 3});
+      sa.set("steps", std::vector<int64_t>{2, 2});
+      KILN_TRY(Op * s, b.create(OpKind::Slice, {padded}, std::move(sa)));
+      KILN_TRY(Op * r, b.create(OpKind::Reshape, {s->result(0)}, {},
+                                {Type::tensor(padded->type().elem(), {ps[0], ps[1], 1, h2, w2})}));
+      parts.push_back(r->result(0));
+    }
+  Attrs ca;
+  ca.set("axis", int64_t{2});
+  KILN_TRY(Op * q, b.create(OpKind::Concat, parts, std::move(ca)));
+  return q->result(0);
+}
+
 } // namespace kiln
