@@ -21,8 +21,10 @@
 //           micro-tiles over NR-column strips reading A in place and B's rows from X (a
 //           loop over the channels with the taps unrolled, each a constant offset; X's
 //           index as row and column of the flat offset, which LLVM folds back; the partial
-//           last strip clamps its columns to the last wide column); then the epilogue on
-//           the valid columns of each output row in the block, at their NCHW positions.
+//           last strip computes the last NR wide columns into an accumulator of its own, or
+//           clamps its columns to the last wide one when there are fewer than NR); then the
+//           epilogue on the valid columns of each output row in the block, at their NCHW
+//           positions.
 //
 //   %p = pad %x : 1x64x58x58                  for k0 in K by KC, strips, micro-tiles:
 //   %b = reshape(concat(slices of %p))  =>      for c, taps: reg += a[k] * X[c, dy*58 + dx + n]
@@ -167,13 +169,26 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
     KILN_TRY(Value * v, kb.load(X, ix));
     return kb.castTo(v, ae);
   };
-  // Rows [rb, rb + mr) and wide columns [cb0, cb0 + NR) of the block; `edge` clamps the
-  // columns past the last wide one to it.
+  // The partial last strip of w = N mod NR columns: with N >= NR, the last NR wide columns
+  // [N - NR, N), whole contiguous loads like a full strip's, into an accumulator of their
+  // own (`eb`, whose last w columns the block's take after the K loop: the others belong
+  // to the strips before, already in `cb`). Otherwise its columns clamp to the last wide
+  // one, a gather per row k in every micro-tile: with 192 x 48 x 3x3 on a 13x13 map (193
+  // wide columns, the last strip 1 of them) the clamped strip was 40% of the kernel's time.
+  const int64_t wideCols = convWideColumns(cp);
+  const bool shiftEdge = wideCols >= NR && wideCols % NR != 0;
+  Value* eb = shiftEdge ? priv(ae, {Dim(MC), Dim(NR)}) : nullptr;
+  // Rows [rb, rb + mr) and wide columns [cb0, cb0 + NR) of the block; `edge`, the partial
+  // last strip: shifted to end at the last wide column, or clamped to it.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, bool edge, Value* k0, Value* kEnd) -> Status {
-    cpuMicroAccumulatorsIn(kb, reg, cb, rb, cb0, mr, NR, k0, ae);
+    bool shifted = edge && shiftEdge;
+    Value* acc = shifted ? eb : cb;
+    Value* acc0 = shifted ? kb.cst(0) : cb0;
+    cpuMicroAccumulatorsIn(kb, reg, acc, rb, acc0, mr, NR, k0, ae);
     Value* a = nullptr;
     Value* b = nullptr;
-    Value* col0 = kb.idx(OpKind::IAdd, n0, cb0);
+    Value* col0 = shifted ? kb.cst(wideCols - NR) : kb.idx(OpKind::IAdd, n0, cb0);
+    if (shifted) edge = false;
     // k = (c, t): a loop over the channels (the K step holds whole ones), the taps unrolled
     // here, each B row a constant offset dy * width + dx from the wide column in its plane.
     Value* c = kb.beginFor(kb.idx(OpKind::IFloorDiv, k0, kb.cst(cp.taps)),
@@ -202,7 +217,7 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
       }
     }
     kb.endFor();
-    cpuMicroAccumulatorsOut(kb, reg, cb, rb, cb0, mr, NR);
+    cpuMicroAccumulatorsOut(kb, reg, acc, rb, acc0, mr, NR);
     return ok();
   };
 
@@ -222,6 +237,17 @@ Status emitConvStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan, const Conv
     kb.endFor();
   }
   kb.endFor();
+  if (shiftEdge) {
+    // The partial strip's w columns, the last w of its shifted accumulator (none in a
+    // block without one).
+    Value* w = kb.idx(OpKind::ISub, colsV, colsFull);
+    Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+    Value* j = kb.beginFor(kb.cst(0), w, kb.cst(1));
+    kb.st(kb.ld(eb, {i, kb.idx(OpKind::IAdd, kb.idx(OpKind::ISub, kb.cst(NR), w), j)}), cb,
+          {i, kb.idx(OpKind::IAdd, colsFull, j)});
+    kb.endFor();
+    kb.endFor();
+  }
 
   // Epilogue: per row of the block, the valid columns of each output row oy it covers,
   // wide column oy * Wp + ox at output column oy * OW + ox.
