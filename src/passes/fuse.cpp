@@ -388,11 +388,38 @@ private:
     return padded && read && *read <= *padded;
   }
 
+  // True when `op` is a concat that g's matmul reads as B, itself or through one reshape,
+  // along B's K axis (FusionRules::concatIntoGemmColumns): the dims up to the concat's axis
+  // are B's first dims, the axis B's K (rank - 2), so row k of B lies in one operand.
+  bool concatOfGemmColumns(const Op& op, int g) const {
+    if (op.kind() != OpKind::Concat || op.numResults() != 1) return false;
+    const Value* cat = op.result(0);
+    if (cat->uses().size() != 1) return false;
+    const Value* b = cat;
+    if (const Op* u = cat->uses()[0].user; u->kind() == OpKind::Reshape) {
+      if (groupOf(u) != g || u->result(0)->uses().size() != 1) return false;
+      b = u->result(0);
+    }
+    const Use& mm = b->uses()[0];
+    if (b->uses().size() != 1 || mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 ||
+        groupOf(mm.user) != g)
+      return false;
+    const Type& ct = cat->type();
+    const Type& bt = b->type();
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + ct.rank() : axis;
+    if (bt.rank() < 2 || axis != bt.rank() - 2 || ct.rank() < bt.rank() - 1) return false;
+    for (int64_t i = 0; i <= axis; ++i)
+      if (!(ct.dim(i) == bt.dim(i))) return false;
+    return true;
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     // A kernel runs on one device.
     if (ops_[groups_[static_cast<size_t>(g)].front()]->device() != op.device()) return false;
     if (rules_.patchesIntoGemm && readsPatchesInPlace(op, g)) return convexWith(op, g);
+    if (rules_.concatIntoGemmColumns && concatOfGemmColumns(op, g)) return convexWith(op, g);
     if (rules_.padIntoConcat && padOfConcat(op, g)) return convexWith(op, g);
     if (op.has(kView)) {
       if (!rules_.viewsIntoLoads) return false;

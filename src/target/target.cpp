@@ -51,6 +51,7 @@ const std::vector<TargetDesc>& table() {
       c.fusion.windowIntoGemmColumns = false;
       c.fusion.patchesIntoGemm = true;
       c.fusion.padIntoConcat = true;
+      c.fusion.concatIntoGemmColumns = true;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

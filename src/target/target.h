@@ -68,6 +68,11 @@ struct FusionRules {
   // over the input instead of two; im2col patches (each element once per tap) keep their
   // pad kernel. On for CPU targets.
   bool padIntoConcat = false;
+  // A concat along the axis that becomes a matmul's K joins the matmul that reads it as B
+  // (through reshapes; every user in the matmul's kernel): the GEMM reads each K range
+  // from its own operand (SqueezeNet's fire modules: the expand convs' two outputs, read
+  // by the next squeeze conv), so the concat is never materialized. On for CPU targets.
+  bool concatIntoGemmColumns = false;
 };
 
 struct TargetDesc {

@@ -357,6 +357,12 @@ std::vector<Value*> KernelBuilder::concatOffsets(const Op& op, size_t axis) {
   return off;
 }
 
+std::vector<Value*> KernelBuilder::concatBounds(const Op& cat) {
+  int64_t r = cat.result(0)->type().rank();
+  int64_t axis = cat.attrs().getInt("axis");
+  return concatOffsets(cat, static_cast<size_t>(axis < 0 ? axis + r : axis));
+}
+
 // The operand that holds index ix[axis] read there, when the copy of the column loop being
 // emitted picked one (versionByConcat); else each operand's value read under "index in its
 // range" (masked), then selected.

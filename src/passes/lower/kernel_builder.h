@@ -163,6 +163,12 @@ public:
   // patches: KH*KW operands). A first run finds such a concat and is erased. At most
   // kMaxColumnCopies copies; past that, a concat keeps the select chain.
   Status versionByConcat(const std::function<Result<Op*>()>& loop);
+  // cpu matmul, K segments: while picked, `cat` indexed along its axis by `at` is its operand
+  // `operand` alone (the caller's loop keeps `at` in that operand's range), no masked loads.
+  void pickConcat(const Op& cat, Value* at, size_t operand) { picked_[&cat] = {at, operand}; }
+  void unpickConcat(const Op& cat) { picked_.erase(&cat); }
+  // Where each operand of `cat` starts along its axis, then its end (operands + 1 values).
+  std::vector<Value*> concatBounds(const Op& cat);
 
 private:
   // A loop opened by beginFor: where ops went before it.

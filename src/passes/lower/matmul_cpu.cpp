@@ -255,6 +255,24 @@ const Value* mergedRowsInput(const Value* b) {
   return prologueOps(x, 1 << 20) >= (1 << 20) ? x : nullptr;
 }
 
+// The concat that B is, itself or through one reshape, along B's K axis: its dims up to
+// the axis are B's first dims, so B's row index k is the concat's index along its axis
+// (fuse: FusionRules::concatIntoGemmColumns). Null otherwise.
+const Op* concatAlongK(const Value* b) {
+  const Value* v = b;
+  if (const Op* r = v->def(); r && r->kind() == OpKind::Reshape) v = r->operand(0);
+  const Op* cat = v->def();
+  if (!cat || cat->kind() != OpKind::Concat) return nullptr;
+  const Type& ct = v->type();
+  const Type& bt = b->type();
+  int64_t axis = cat->attrs().getInt("axis");
+  axis = axis < 0 ? axis + ct.rank() : axis;
+  if (bt.rank() < 2 || axis != bt.rank() - 2 || ct.rank() < bt.rank() - 1) return nullptr;
+  for (int64_t i = 0; i <= axis; ++i)
+    if (!(ct.dim(i) == bt.dim(i))) return nullptr;
+  return cat;
+}
+
 bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {
   return !transposed && mc > mr && mc <= kDirectTiles * mr &&
          prologueOps(b, kDirectPrologueOps + 1) <= kDirectPrologueOps;
@@ -539,6 +557,27 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
   Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
 
+  // B a concat along K (concatAlongK): a loop over k in [lo, hi) that reads B (`readsB`)
+  // is one loop per operand, over its K range, reading that operand alone
+  // (KernelBuilder::pickConcat) instead of a masked load of each and a select.
+  const Op* kcat = concatAlongK(B);
+  std::vector<Value*> kcatBounds = kcat ? kb.concatBounds(*kcat) : std::vector<Value*>{};
+  auto forK = [&](Value* lo, Value* hi, bool readsB,
+                  const std::function<Status(Value*)>& body) -> Status {
+    size_t parts = kcat && readsB ? kcat->numOperands() : 1;
+    for (size_t i = 0; i < parts; ++i) {
+      Value* k = parts == 1 ? kb.beginFor(lo, hi, kb.cst(1))
+                            : kb.beginFor(kb.idx(OpKind::IMax, lo, kcatBounds[i]),
+                                          kb.idx(OpKind::IMin, hi, kcatBounds[i + 1]), kb.cst(1));
+      if (parts > 1) kb.pickConcat(*kcat, k, i);
+      Status st = body(k);
+      if (parts > 1) kb.unpickConcat(*kcat);
+      KILN_CHECK(std::move(st));
+      kb.endFor();
+    }
+    return ok();
+  };
+
   // The micro-kernel on rows [rb, rb + mr) and columns [cb0, cb0 + NR) of the block,
   // reading B from the packed panel or in place.
   auto micro = [&](Value* rb, Value* cb0, int64_t mr, int64_t nr, bool edge, bool packed, Value* k0,
@@ -555,66 +594,70 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     };
     std::vector<std::vector<Value*>> rowIx;
     for (int64_t r = 0; fold && r < mr; ++r) rowIx.push_back(rowAt(r));
-    Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-    std::vector<Value*> oix;
-    // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
-    // ends of the strip, so that a row in another page is in L1 when the k loop gets there.
-    if (prefetchB && !packed && !edge) {
-      Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchRows)), lastK);
-      for (int64_t c : {int64_t(0), nr - 1}) {
-        oix = batch;
-        oix.push_back(m0);
-        oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, kb.cst(c))));
-        KILN_TRY(bool fetched, kb.prefetchAt(B, kb.matmulIndices(mm, oix, kp).second));
-        (void)fetched;
+    auto step = [&](Value* k) -> Status {
+      std::vector<Value*> oix;
+      // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
+      // ends of the strip, so that a row in another page is in L1 when the k loop gets there.
+      if (prefetchB && !packed && !edge) {
+        Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchRows)), lastK);
+        for (int64_t c : {int64_t(0), nr - 1}) {
+          oix = batch;
+          oix.push_back(m0);
+          oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, kb.cst(c))));
+          KILN_TRY(bool fetched, kb.prefetchAt(B, kb.matmulIndices(mm, oix, kp).second));
+          (void)fetched;
+        }
       }
-    }
-    // A prepacked weight's strip: row k + kPrefetchPackedRows, one prefetch per 64-byte
-    // cache line of it (two on x86-64-v4, one on v3).
-    if (prefetchP && !edge) {
-      Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchPackedRows)), lastK);
-      Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
-      int64_t lineElems = std::max<int64_t>(1, 64 / elemTypeBytes(P->type().elem()));
-      for (int64_t c = 0; c < nr; c += lineElems) {
-        KILN_TRY(bool fetched, kb.prefetchAt(P, {sIx, kp, kb.cst(c)}));
-        (void)fetched;
-      }
-    }
-    b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
-    if (packed) {
-      kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
-    } else if (P && !edge) {
-      Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
-      KILN_TRY(Value * bval, kb.emitAt(P, {sIx, k, b}));
-      kb.st(kb.castTo(bval, ae), bv, {b});
-    } else {
-      Value* col = kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, b));
-      if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
-      oix = batch;
-      oix.push_back(m0);
-      oix.push_back(col);
-      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
-      kb.st(kb.castTo(bval, ae), bv, {b});
-    }
-    kb.endFor();
-    // The rows are unrolled here (MR copies): the innermost loop is the NR columns, so
-    // no vectorizer runs across rows (gathers of A and scatters of the accumulators).
-    for (int64_t r = 0; r < mr; ++r) {
-      a = kb.cst(r);
-      Value* av = nullptr;
-      if (apack) {
-        av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
-      } else {
-        oix = with(fold ? rowIx[static_cast<size_t>(r)] : rowAt(r), n0);
-        KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
-        av = kb.castTo(aval, ae);
+      // A prepacked weight's strip: row k + kPrefetchPackedRows, one prefetch per 64-byte
+      // cache line of it (two on x86-64-v4, one on v3).
+      if (prefetchP && !edge) {
+        Value* kp =
+            kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchPackedRows)), lastK);
+        Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
+        int64_t lineElems = std::max<int64_t>(1, 64 / elemTypeBytes(P->type().elem()));
+        for (int64_t c = 0; c < nr; c += lineElems) {
+          KILN_TRY(bool fetched, kb.prefetchAt(P, {sIx, kp, kb.cst(c)}));
+          (void)fetched;
+        }
       }
       b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
-      Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
-      kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
+      if (packed) {
+        kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
+      } else if (P && !edge) {
+        Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
+        KILN_TRY(Value * bval, kb.emitAt(P, {sIx, k, b}));
+        kb.st(kb.castTo(bval, ae), bv, {b});
+      } else {
+        Value* col = kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, cb0, b));
+        if (edge) col = kb.idx(OpKind::IMin, col, lastCol);
+        oix = batch;
+        oix.push_back(m0);
+        oix.push_back(col);
+        KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+        kb.st(kb.castTo(bval, ae), bv, {b});
+      }
       kb.endFor();
-    }
-    kb.endFor();
+      // The rows are unrolled here (MR copies): the innermost loop is the NR columns, so
+      // no vectorizer runs across rows (gathers of A and scatters of the accumulators).
+      for (int64_t r = 0; r < mr; ++r) {
+        a = kb.cst(r);
+        Value* av = nullptr;
+        if (apack) {
+          av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
+        } else {
+          oix = with(fold ? rowIx[static_cast<size_t>(r)] : rowAt(r), n0);
+          KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
+          av = kb.castTo(aval, ae);
+        }
+        b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
+        Value* p = kb.compute(OpKind::Mul, {av, kb.ld(bv, {b})}, ae);
+        kb.st(kb.compute(OpKind::Add, {kb.ld(reg, {a, b}), p}, ae), reg, {a, b});
+        kb.endFor();
+      }
+      return ok();
+    };
+    // B read in place through a concat along K: one k loop per operand.
+    KILN_CHECK(forK(k0, kEnd, !packed && !(P && !edge), step));
     cpuMicroAccumulatorsOut(kb, reg, cb, rb, cb0, mr, nr);
     return ok();
   };
@@ -798,27 +841,28 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
           Value* s0 = edge ? kb.idx(OpKind::IFloorDiv, colsV, kb.cst(NR)) : kb.cst(0);
           Value* sv = kb.beginFor(s0, sEnd, kb.cst(1));
           Value* s = direct ? kb.cst(0) : sv;
-          Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-          if (edge && staticW > 0) {
-            // With a static N the partial strip has w = N mod NR columns: w contiguous
-            // ones, then zeros (never stored). Clamped, LLVM vectorized the loop over k
-            // instead, with a gather and a scatter per vector (EfficientNet-B0's
-            // 320 x 1152 x 49 projection with its gate in B: a third of its time).
-            Value* b = kb.beginFor(kb.cst(0), kb.cst(staticW), kb.cst(1));
-            KILN_CHECK(
-                packOne(kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b), k, s, b));
-            kb.endFor();
-            b = kb.beginFor(kb.cst(staticW), kb.cst(NR), kb.cst(1));
-            kb.st(kb.scst(ae, 0.0), pack, {s, kb.idx(OpKind::ISub, k, k0), b});
-            kb.endFor();
-          } else {
-            Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
-            Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
-            if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
-            KILN_CHECK(packOne(n, k, s, b));
-            kb.endFor();
-          }
-          kb.endFor();
+          KILN_CHECK(forK(k0, kEnd, true, [&](Value* k) -> Status {
+            if (edge && staticW > 0) {
+              // With a static N the partial strip has w = N mod NR columns: w contiguous
+              // ones, then zeros (never stored). Clamped, LLVM vectorized the loop over k
+              // instead, with a gather and a scatter per vector (EfficientNet-B0's
+              // 320 x 1152 x 49 projection with its gate in B: a third of its time).
+              Value* b = kb.beginFor(kb.cst(0), kb.cst(staticW), kb.cst(1));
+              KILN_CHECK(
+                  packOne(kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b), k, s, b));
+              kb.endFor();
+              b = kb.beginFor(kb.cst(staticW), kb.cst(NR), kb.cst(1));
+              kb.st(kb.scst(ae, 0.0), pack, {s, kb.idx(OpKind::ISub, k, k0), b});
+              kb.endFor();
+            } else {
+              Value* b = kb.beginFor(kb.cst(0), kb.cst(NR), kb.cst(1));
+              Value* n = kb.idx(OpKind::IAdd, kb.idx(OpKind::IMul, sv, kb.cst(NR)), b);
+              if (edge) n = kb.idx(OpKind::IMin, n, kb.idx(OpKind::ISub, colsV, kb.cst(1)));
+              KILN_CHECK(packOne(n, k, s, b));
+              kb.endFor();
+            }
+            return ok();
+          }));
           kb.endFor();
         }
       }
@@ -826,13 +870,14 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     if (dotCols) { // the dot columns, each contiguous along k
       Value* dotStart = edgeBounds().dotStart;
       Value* j = kb.beginFor(kb.cst(0), kb.idx(OpKind::ISub, colsV, dotStart), kb.cst(1));
-      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
-      std::vector<Value*> oix = batch;
-      oix.push_back(m0);
-      oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, dotStart, j)));
-      KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
-      kb.st(kb.castTo(bval, ae), packT, {j, kb.idx(OpKind::ISub, k, k0)});
-      kb.endFor();
+      KILN_CHECK(forK(k0, kEnd, true, [&](Value* k) -> Status {
+        std::vector<Value*> oix = batch;
+        oix.push_back(m0);
+        oix.push_back(kb.idx(OpKind::IAdd, n0, kb.idx(OpKind::IAdd, dotStart, j)));
+        KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, k).second));
+        kb.st(kb.castTo(bval, ae), packT, {j, kb.idx(OpKind::ISub, k, k0)});
+        return ok();
+      }));
       kb.endFor();
     }
     if (apack) { // rows of the block's A slice, contiguous along k
@@ -862,29 +907,37 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
                          kb.idx(OpKind::IMod, kb.idx(OpKind::ISub, kEnd, k0), kb.cst(kStreamRows)))
                 : k0;
     for (int64_t u : wideRow ? std::vector<int64_t>{kStreamRows, 1} : std::vector<int64_t>{1}) {
-      Value* k = u > 1 ? kb.beginFor(k0, kSplit, kb.cst(u)) : kb.beginFor(kSplit, kEnd, kb.cst(1));
-      Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
-      std::vector<Value*> ks, avs;
-      for (int64_t j = 0; j < u; ++j) {
-        ks.push_back(j ? kb.idx(OpKind::IAdd, k, kb.cst(j)) : k);
-        std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
-        KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, ks.back()).first));
-        avs.push_back(kb.castTo(aval, ae));
+      // One row of B at a time: a concat along K in segments (forK).
+      auto rowsOfB = [&](Value* k) -> Status {
+        Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
+        std::vector<Value*> ks, avs;
+        for (int64_t j = 0; j < u; ++j) {
+          ks.push_back(j ? kb.idx(OpKind::IAdd, k, kb.cst(j)) : k);
+          std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
+          KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, ks.back()).first));
+          avs.push_back(kb.castTo(aval, ae));
+        }
+        Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
+        Value* acc = kb.ld(cb, {i, n});
+        for (int64_t j = 0; j < u; ++j) {
+          std::vector<Value*> oix = batch;
+          oix.push_back(m0);
+          oix.push_back(kb.idx(OpKind::IAdd, n0, n));
+          KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, ks[j]).second));
+          Value* p = kb.compute(OpKind::Mul, {avs[j], kb.castTo(bval, ae)}, ae);
+          acc = kb.compute(OpKind::Add, {acc, p}, ae);
+        }
+        kb.st(acc, cb, {i, n});
+        kb.endFor();
+        kb.endFor();
+        return ok();
+      };
+      if (u > 1) {
+        KILN_CHECK(rowsOfB(kb.beginFor(k0, kSplit, kb.cst(u))));
+        kb.endFor();
+      } else {
+        KILN_CHECK(forK(kSplit, kEnd, true, rowsOfB));
       }
-      Value* n = kb.beginFor(kb.cst(0), colsV, kb.cst(1));
-      Value* acc = kb.ld(cb, {i, n});
-      for (int64_t j = 0; j < u; ++j) {
-        std::vector<Value*> oix = batch;
-        oix.push_back(m0);
-        oix.push_back(kb.idx(OpKind::IAdd, n0, n));
-        KILN_TRY(Value * bval, kb.emitAt(B, kb.matmulIndices(mm, oix, ks[j]).second));
-        Value* p = kb.compute(OpKind::Mul, {avs[j], kb.castTo(bval, ae)}, ae);
-        acc = kb.compute(OpKind::Add, {acc, p}, ae);
-      }
-      kb.st(acc, cb, {i, n});
-      kb.endFor();
-      kb.endFor();
-      kb.endFor();
     }
     kb.endFor();
   }
