@@ -7,7 +7,9 @@
 //              anchor (reduction, contraction, softmax, or an op `lower` cannot handle, which
 //              is always alone), unless a registered multi-anchor pattern (fuse.h) formed
 //              it, besides the concat of conv patches a cpu GEMM reads in place
-//              (patchesIntoGemm) and a pad read by a concat (padIntoConcat); groups are
+//              (patchesIntoGemm), a pad read by a concat (padIntoConcat) and a concat
+//              read by a matmul along K or by a pool (concatIntoGemmColumns,
+//              concatIntoPool); groups are
 //              convex, so the caller stays in SSA order.
 // Invalidates: op order in the caller (re-sorted topologically, otherwise in source order).
 //
@@ -50,6 +52,11 @@
 // FusionRules::padIntoConcat (on for CPU targets): a constant pad joins a kernel anchored by
 // a concat that has no more elements than the pad (a stride-2 conv's four phases), which
 // then reads the pad's input through masked loads: one pass over it instead of two.
+// FusionRules::concatIntoGemmColumns (on for CPU targets): a concat along the axis that
+// becomes a matmul's K joins the matmul that reads it as B (itself or through a reshape),
+// which reads each K range from its operand (SqueezeNet's fire modules).
+// FusionRules::concatIntoPool (on for CPU targets): a concat along batch or channels joins
+// the max or average pool that is its one user; the pool's rows pick their operand.
 // Before grouping, each `split` becomes one `slice` per piece (views, which then join their
 // consumers; a multi-result kernel could not be lowered and would run on the host side).
 // An op that writes a donated argument in place (analysis/donation.h) is always alone in its
@@ -414,12 +421,29 @@ private:
     return true;
   }
 
+  // True when `op` is a concat along batch or channels whose one user is g's max or
+  // average pool (FusionRules::concatIntoPool): every window lies in one operand.
+  bool concatOfPool(const Op& op, int g) const {
+    if (op.kind() != OpKind::Concat || op.numResults() != 1) return false;
+    const std::vector<Use>& uses = op.result(0)->uses();
+    if (uses.size() != 1) return false;
+    const Op* pool = uses[0].user;
+    if ((pool->kind() != OpKind::MaxPool && pool->kind() != OpKind::AvgPool) ||
+        groupOf(pool) != g || anchorOf(g) != pool)
+      return false;
+    int64_t r = op.result(0)->type().rank();
+    int64_t axis = op.attrs().getInt("axis");
+    axis = axis < 0 ? axis + r : axis;
+    return axis >= 0 && axis < 2;
+  }
+
   bool canJoin(const Op& op, int g) const {
     if (!lowerSupports(op) || !groupSupported(g)) return false;
     // A kernel runs on one device.
     if (ops_[groups_[static_cast<size_t>(g)].front()]->device() != op.device()) return false;
     if (rules_.patchesIntoGemm && readsPatchesInPlace(op, g)) return convexWith(op, g);
     if (rules_.concatIntoGemmColumns && concatOfGemmColumns(op, g)) return convexWith(op, g);
+    if (rules_.concatIntoPool && concatOfPool(op, g)) return convexWith(op, g);
     if (rules_.padIntoConcat && padOfConcat(op, g)) return convexWith(op, g);
     if (op.has(kView)) {
       if (!rules_.viewsIntoLoads) return false;

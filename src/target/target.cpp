@@ -52,6 +52,7 @@ const std::vector<TargetDesc>& table() {
       c.fusion.patchesIntoGemm = true;
       c.fusion.padIntoConcat = true;
       c.fusion.concatIntoGemmColumns = true;
+      c.fusion.concatIntoPool = true;
       return c;
     };
     v.push_back(cpuTarget("cpu", 256, 16, true));

@@ -73,6 +73,11 @@ struct FusionRules {
   // from its own operand (SqueezeNet's fire modules: the expand convs' two outputs, read
   // by the next squeeze conv), so the concat is never materialized. On for CPU targets.
   bool concatIntoGemmColumns = false;
+  // A concat along a non-window axis (batch or channels) joins the max or average pool that
+  // reads it (its only user): each output's window lies in one operand, which the `rows`
+  // kernel picks per row (KernelBuilder::versionByConcat), so the concat is never
+  // materialized (SqueezeNet's fire modules before a max pool). On for CPU targets.
+  bool concatIntoPool = false;
 };
 
 struct TargetDesc {

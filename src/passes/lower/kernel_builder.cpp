@@ -380,8 +380,11 @@ Result<Value*> KernelBuilder::concat(const Op& op, const std::vector<Value*>& ix
   auto pick = picked_.find(&op);
   if (pick != picked_.end() && pick->second.at == ix[a])
     return emitAt(op.operand(pick->second.operand), at(pick->second.operand));
-  // Code hoisted before the column loop (uniform_) is not in the copies.
-  if (versioning_ && !splitConcat_ && pick == picked_.end() && rowInvariant({ix[a]}) && !uniform_ &&
+  // Code hoisted before the column loop (uniform_) is not in the copies. The index only
+  // has to be the same for every column: a window's mask (a pool reading the concat) stays
+  // on the picked operand's loads in each copy.
+  if (versioning_ && !splitConcat_ && pick == picked_.end() && colLoop_ &&
+      invariant_.count(ix[a]) && !uniform_ &&
       copies_ * static_cast<int64_t>(op.numOperands()) <= kMaxColumnCopies) {
     splitConcat_ = &op;
     splitAt_ = ix[a];
