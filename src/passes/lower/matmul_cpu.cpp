@@ -547,8 +547,18 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
                  pick(overL, kb.idx(OpKind::IAdd, colsFull, kb.cst(L)),
                       pick(overHalf, colsV, colsFull)))};
   };
-  // A B read in place that is a view of a buffer: its rows ahead are prefetched.
-  bool prefetchB = direct && !P && prologueOps(B, 1) == 0;
+  // B a concat along K (concatAlongK): a loop over k in [lo, hi) that reads B (`readsB`)
+  // is one loop per operand, over its K range, reading that operand alone
+  // (KernelBuilder::pickConcat) instead of a masked load of each and a select; `kSeg` is
+  // the operand of the loop being emitted.
+  const Op* kcat = concatAlongK(B);
+  size_t kSeg = SIZE_MAX;
+  bool viewsOfBuffers = kcat != nullptr;
+  for (size_t i = 0; kcat && i < kcat->numOperands(); ++i)
+    viewsOfBuffers = viewsOfBuffers && prologueOps(kcat->operand(i), 1) == 0;
+  // A B read in place that is a view of a buffer (or a concat of such, per operand): its
+  // rows ahead are prefetched.
+  bool prefetchB = direct && !P && (prologueOps(B, 1) == 0 || viewsOfBuffers);
   // A prepacked weight: its strip's row k + kPrefetchPackedRows (the strip is contiguous
   // along k, so the rows of the next K step too).
   bool prefetchP = P != nullptr;
@@ -557,10 +567,6 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
   Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
 
-  // B a concat along K (concatAlongK): a loop over k in [lo, hi) that reads B (`readsB`)
-  // is one loop per operand, over its K range, reading that operand alone
-  // (KernelBuilder::pickConcat) instead of a masked load of each and a select.
-  const Op* kcat = concatAlongK(B);
   std::vector<Value*> kcatBounds = kcat ? kb.concatBounds(*kcat) : std::vector<Value*>{};
   auto forK = [&](Value* lo, Value* hi, bool readsB,
                   const std::function<Status(Value*)>& body) -> Status {
@@ -569,9 +575,15 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       Value* k = parts == 1 ? kb.beginFor(lo, hi, kb.cst(1))
                             : kb.beginFor(kb.idx(OpKind::IMax, lo, kcatBounds[i]),
                                           kb.idx(OpKind::IMin, hi, kcatBounds[i + 1]), kb.cst(1));
-      if (parts > 1) kb.pickConcat(*kcat, k, i);
+      if (parts > 1) {
+        kb.pickConcat(*kcat, k, i);
+        kSeg = i;
+      }
       Status st = body(k);
-      if (parts > 1) kb.unpickConcat(*kcat);
+      if (parts > 1) {
+        kb.unpickConcat(*kcat);
+        kSeg = SIZE_MAX;
+      }
       KILN_CHECK(std::move(st));
       kb.endFor();
     }
@@ -598,8 +610,11 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
       std::vector<Value*> oix;
       // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
       // ends of the strip, so that a row in another page is in L1 when the k loop gets there.
-      if (prefetchB && !packed && !edge) {
-        Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchRows)), lastK);
+      // Through a concat, the row ahead in the same operand (its last one at most).
+      if (prefetchB && !packed && !edge && (!kcat || kSeg != SIZE_MAX)) {
+        Value* last = kcat ? kb.idx(OpKind::ISub, kcatBounds[kSeg + 1], kb.cst(1)) : lastK;
+        Value* kp = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchRows)), last);
+        if (kcat) kb.pickConcat(*kcat, kp, kSeg);
         for (int64_t c : {int64_t(0), nr - 1}) {
           oix = batch;
           oix.push_back(m0);
@@ -607,6 +622,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
           KILN_TRY(bool fetched, kb.prefetchAt(B, kb.matmulIndices(mm, oix, kp).second));
           (void)fetched;
         }
+        if (kcat) kb.pickConcat(*kcat, k, kSeg);
       }
       // A prepacked weight's strip: row k + kPrefetchPackedRows, one prefetch per 64-byte
       // cache line of it (two on x86-64-v4, one on v3).
