@@ -14,7 +14,9 @@
 //           prologue; read in place otherwise), MR-row micro-tiles over NR-column strips
 //           (the partial last one by width: two vectors, one, and dot products along k
 //           for its last few columns), and a streamed path for blocks of at most MR rows;
-//           then the epilogue on the block's valid part.
+//           then the epilogue on the block's valid part. A B that is a concat along K
+//           (fuse's concatIntoGemmColumns) is read by one k loop per operand, each reading
+//           its operand alone.
 //
 //   %0 = matmul %a, %b : tensor<{m}x512xf32>   =>   for k0 in K by KC: pack B's panel
 //                                                     for strips, micro-tiles: reg += a * b
