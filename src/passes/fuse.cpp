@@ -396,8 +396,8 @@ private:
   }
 
   // True when `op` is a concat that g's matmul reads as B, itself or through one reshape,
-  // along B's K axis (FusionRules::concatIntoGemmColumns): the dims up to the concat's axis
-  // are B's first dims, the axis B's K (rank - 2), so row k of B lies in one operand.
+  // along B's K axis (concatAlongK, FusionRules::concatIntoGemmColumns): row k of B lies in
+  // one operand.
   bool concatOfGemmColumns(const Op& op, int g) const {
     if (op.kind() != OpKind::Concat || op.numResults() != 1) return false;
     const Value* cat = op.result(0);
@@ -411,14 +411,7 @@ private:
     if (b->uses().size() != 1 || mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 ||
         groupOf(mm.user) != g)
       return false;
-    const Type& ct = cat->type();
-    const Type& bt = b->type();
-    int64_t axis = op.attrs().getInt("axis");
-    axis = axis < 0 ? axis + ct.rank() : axis;
-    if (bt.rank() < 2 || axis != bt.rank() - 2 || ct.rank() < bt.rank() - 1) return false;
-    for (int64_t i = 0; i <= axis; ++i)
-      if (!(ct.dim(i) == bt.dim(i))) return false;
-    return true;
+    return concatAlongK(b) == &op;
   }
 
   // True when `op` is a concat along batch or channels whose one user is g's max or

@@ -200,6 +200,21 @@ bool innermostWhereLoaded(const Value* v, int64_t axis) {
 // Also attention's keys under `transpose {perm = [1, 2, 0]}`.
 bool transposedB(const Value* b) { return innermostWhereLoaded(b, b->type().rank() - 2); }
 
+const Op* concatAlongK(const Value* b) {
+  const Value* v = b;
+  if (const Op* r = v->def(); r && r->kind() == OpKind::Reshape) v = r->operand(0);
+  const Op* cat = v->def();
+  if (!cat || cat->kind() != OpKind::Concat) return nullptr;
+  const Type& ct = v->type();
+  const Type& bt = b->type();
+  int64_t axis = cat->attrs().getInt("axis");
+  axis = axis < 0 ? axis + ct.rank() : axis;
+  if (bt.rank() < 2 || axis != bt.rank() - 2 || ct.rank() < bt.rank() - 1) return nullptr;
+  for (int64_t i = 0; i <= axis; ++i)
+    if (!(ct.dim(i) == bt.dim(i))) return nullptr;
+  return cat;
+}
+
 bool computedOperand(const Value* a) {
   std::vector<const Value*> stack{a};
   std::set<const Value*> seen;
@@ -255,24 +270,6 @@ const Value* mergedRowsInput(const Value* b) {
   for (int64_t i = 0; i + 1 < bt.rank(); ++i)
     if (!(xt.dim(i) == bt.dim(i))) return nullptr;
   return prologueOps(x, 1 << 20) >= (1 << 20) ? x : nullptr;
-}
-
-// The concat that B is, itself or through one reshape, along B's K axis: its dims up to
-// the axis are B's first dims, so B's row index k is the concat's index along its axis
-// (fuse: FusionRules::concatIntoGemmColumns). Null otherwise.
-const Op* concatAlongK(const Value* b) {
-  const Value* v = b;
-  if (const Op* r = v->def(); r && r->kind() == OpKind::Reshape) v = r->operand(0);
-  const Op* cat = v->def();
-  if (!cat || cat->kind() != OpKind::Concat) return nullptr;
-  const Type& ct = v->type();
-  const Type& bt = b->type();
-  int64_t axis = cat->attrs().getInt("axis");
-  axis = axis < 0 ? axis + ct.rank() : axis;
-  if (bt.rank() < 2 || axis != bt.rank() - 2 || ct.rank() < bt.rank() - 1) return nullptr;
-  for (int64_t i = 0; i <= axis; ++i)
-    if (!(ct.dim(i) == bt.dim(i))) return nullptr;
-  return cat;
 }
 
 bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {

@@ -153,6 +153,10 @@ bool innermostWhereLoaded(const Value* v, int64_t axis);
 // True when B's K dim is innermost where B is read from (a `[N, K]` weight under
 // `transpose`): B is contiguous along k, not n.
 bool transposedB(const Value* b);
+// The concat that B is, itself or through one reshape, along B's K axis (its dims up to the
+// axis are B's first dims, so B's row index k is the concat's index along its axis), or
+// null: fuse's concatIntoGemmColumns puts it in the GEMM, which reads it per operand.
+const Op* concatAlongK(const Value* b);
 // True when the batch dims fold into M: B has no batch dim above 1 (a weight shared by
 // every batch entry: x[b, m, k] * w[k, n]), so the batch entries are more rows of one
 // product. A `197 x 1 x 768` activation (a sequence-first `Linear`) is then one 197-row
