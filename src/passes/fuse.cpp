@@ -407,9 +407,8 @@ private:
       if (groupOf(u) != g || u->result(0)->uses().size() != 1) return false;
       b = u->result(0);
     }
-    const Use& mm = b->uses()[0];
-    if (b->uses().size() != 1 || mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 ||
-        groupOf(mm.user) != g)
+    const Use& mm = b->uses()[0]; // b has one use: the concat's, or the reshape's
+    if (mm.user->kind() != OpKind::Matmul || mm.operandIndex != 1 || groupOf(mm.user) != g)
       return false;
     return concatAlongK(b) == &op;
   }
@@ -421,8 +420,7 @@ private:
     const std::vector<Use>& uses = op.result(0)->uses();
     if (uses.size() != 1) return false;
     const Op* pool = uses[0].user;
-    if ((pool->kind() != OpKind::MaxPool && pool->kind() != OpKind::AvgPool) ||
-        groupOf(pool) != g || anchorOf(g) != pool)
+    if ((pool->kind() != OpKind::MaxPool && pool->kind() != OpKind::AvgPool) || anchorOf(g) != pool)
       return false;
     int64_t r = op.result(0)->type().rank();
     int64_t axis = op.attrs().getInt("axis");
