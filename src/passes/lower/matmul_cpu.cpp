@@ -272,6 +272,40 @@ const Value* mergedRowsInput(const Value* b) {
   return prologueOps(x, 1 << 20) >= (1 << 20) ? x : nullptr;
 }
 
+// A transpose that keeps the order of its input's dims other than those of extent 1 (ViT's
+// sequence-first [1, 197, 768] -> [197, 1, 768]): its elements stay where they are.
+bool movesNothing(const Op& t) {
+  const Type& in = t.operand(0)->type();
+  int64_t last = -1;
+  for (int64_t p : t.attrs().getInts("perm")) {
+    if (p < 0 || p >= in.rank()) return false;
+    const Dim& d = in.dim(p);
+    if (d.isStatic() && d.value() == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
+// A plain operand (no computed element) read through a view that moves its elements: a
+// transpose (but movesNothing), slice, gather, anything but a reshape or broadcast.
+bool movedA(const Value* a) {
+  if (computedOperand(a)) return false;
+  std::vector<const Value*> stack{a};
+  std::set<const Op*> seen;
+  while (!stack.empty()) {
+    const Op* d = stack.back()->def();
+    stack.pop_back();
+    if (!d || !seen.insert(d).second) continue;
+    if (d->kind() == OpKind::Transpose
+            ? !movesNothing(*d)
+            : d->kind() != OpKind::Reshape && d->kind() != OpKind::Broadcast)
+      return true;
+    for (const Value* o : d->operands()) stack.push_back(o);
+  }
+  return false;
+}
+
 bool directB(const Value* b, bool transposed, int64_t mc, int64_t mr) {
   return !transposed && mc > mr && mc <= kDirectTiles * mr &&
          prologueOps(b, kDirectPrologueOps + 1) <= kDirectPrologueOps;
@@ -498,7 +532,12 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // A computed by a prologue (a LayerNorm before a linear layer) is packed too: the block's
   // MC x KC slice of A, computed once per K step, instead of once per NR-column strip
   // that reads it (N / NR times per element).
-  Value* apack = tiled && computedOperand(A) ? priv({Dim(MC), Dim(KC)}) : nullptr;
+  // So is an A read through a view that moves its elements (a transpose or slice), when
+  // the block has more than one strip to read it: an attention output [heads, S, D] read
+  // as [S, heads x D] found each element's address with a division and a remainder by D
+  // per micro-tile row and k, 30 integer instructions per 16 FMAs (movedA).
+  Value* apack =
+      tiled && (computedOperand(A) || (NC > NR && movedA(A))) ? priv({Dim(MC), Dim(KC)}) : nullptr;
 
   // The partial last strip's w < NR columns, by width, with L = NR / 2 (one vector):
   // more than 3L/2 take the whole strip (two vectors wide, as the full strips), more than
@@ -897,8 +936,8 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     }
     if (apack) { // rows of the block's A slice, contiguous along k
       Value* i = kb.beginFor(kb.cst(0), rowsV, kb.cst(1));
-      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
       std::vector<Value*> oix = with(rowIndex(kb.idx(OpKind::IAdd, m0, i)), n0);
+      Value* k = kb.beginFor(k0, kEnd, kb.cst(1));
       KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));
       kb.st(kb.castTo(aval, ae), apack, {i, kb.idx(OpKind::ISub, k, k0)});
       kb.endFor();
