@@ -37,7 +37,9 @@
 // FusionRules::epilogueOverConsumer (on on CPU targets): an elementwise op over a matmul's
 // result and shape (a conv's bias, residual add, activation) does not join a consumer
 // dispatch anchored by a pad, concat, pool or another matmul, which the matmul cannot
-// join: it stays the matmul's epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU
+// join, nor one that reads it through 4 or more slices (a depthwise conv's taps of the map
+// pad-gemm's GEMM computes, which would recompute it per tap): it stays the matmul's
+// epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU
 // targets): an elementwise op that computes the A operand (the rows) of a matmul with more
 // than 8 rows does not join it (computesGemmRows), where the GEMM would recompute it for
 // every NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
@@ -250,12 +252,16 @@ private:
   }
 
   // FusionRules::epilogueOverConsumer: an epilogue op does not join a group anchored by an
-  // op that only moves or windows data (pad, concat, pool) or by another matmul: it starts
-  // a group the matmul joins. Attention and reductions (softmax, layer norm) keep their
-  // prologues, which save them a materialized input.
+  // op that only moves or windows data (pad, concat, pool) or by another matmul, nor one
+  // that reads it through a window: it starts a group the matmul joins. Attention and
+  // reductions (softmax, layer norm) keep their prologues, which save them a materialized
+  // input.
   bool staysForEpilogue(const Op& op, int g) {
     if (!rules_.epilogueOverConsumer || !rules_.elementwiseIntoProducer || !onEpilogue(op))
       return false;
+    // g reads it through a window (a depthwise conv's taps of the map pad-gemm's GEMM
+    // computes): g would compute it once per tap.
+    if (readThroughWindow(op, g)) return true;
     const Op* a = anchorOf(g);
     return a && !a->has(kReduction) && a->kind() != OpKind::Attention &&
            a->kind() != OpKind::Softmax && a->kind() != OpKind::LogSoftmax &&
@@ -299,8 +305,9 @@ private:
   // of one value: a stencil, such as a depthwise conv's taps. A value that others read too
   // (an SE block's activations, which its pool reads) ends the walk: it is a dispatch's
   // output whichever group op joins.
+  static constexpr size_t kWindowSlices = 4;
   bool readsWindow(const Op& op, int g) const {
-    constexpr size_t kWindowSlices = 4, kMaxOps = 512;
+    constexpr size_t kMaxOps = 512;
     std::vector<const Op*> stack{&op};
     std::set<const Op*> seen;
     std::map<const Value*, size_t> slices;
@@ -317,6 +324,24 @@ private:
           for (const Use& u : d->result(r)->uses())
             only = only && (seen.count(u.user) || groupOf(u.user) == g);
         if (only) stack.push_back(d);
+      }
+    }
+    return false;
+  }
+
+  // True when g reads op's result through kWindowSlices or more slices of it or of its
+  // reshapes.
+  bool readThroughWindow(const Op& op, int g) const {
+    size_t slices = 0;
+    std::vector<const Value*> stack{op.result(0)};
+    std::set<const Op*> seen;
+    while (!stack.empty()) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      for (const Use& u : v->uses()) {
+        if (groupOf(u.user) != g || !seen.insert(u.user).second) continue;
+        if (u.user->kind() == OpKind::Slice && ++slices >= kWindowSlices) return true;
+        if (u.user->kind() == OpKind::Reshape) stack.push_back(u.user->result(0));
       }
     }
     return false;

@@ -87,6 +87,10 @@ const std::vector<PassInfo>& registeredPasses() {
          "on cpu targets, f32 GEMM weights held in memory stored as the micro-kernel reads "
          "them ([ceil(N / NR), K, NR] strips), so that the matmul reads them in place",
          cg, codegen(createPackWeightsPass)},
+        {"pad-gemm",
+         "on cpu targets, a zero pad of a 1x1 convolution's GEMM output moves to the GEMM's "
+         "input; the GEMM computes the padded map and selects its border to 0",
+         cg, codegen(createPadGemmPass)},
         {"pool-pad",
          "on cpu targets, float max pools whose windows reach past the input read a copy "
          "padded with -inf, with whole windows and no bounds checks",
@@ -114,6 +118,7 @@ void addCodegenPasses(PassManager& pm, const CodegenOptions& opts) {
   pm.addPass("conv-gemm", createConvGemmPass(opts));
   pm.addPass("conv-depthwise", createConvDepthwisePass(opts));
   pm.addPass("pool-pad", createPoolPadPass(opts));
+  pm.addPass("pad-gemm", createPadGemmPass(opts));
   pm.addPass("gemv-split", createGemvSplitPass(opts));
   pm.addPass("pack-weights", createPackWeightsPass(opts));
   pm.addPass("fuse", createFusePass(opts));
@@ -135,14 +140,14 @@ const std::vector<PipelineInfo>& registeredPipelines() {
       // canonicalize before cse: folding and identities expose equal ops; dce last sweeps
       // what cse left behind.
       {"default", "shape-infer,canonicalize,cse,dce", "the standard cleanup of a tensor graph"},
-      // conv-gemm, conv-depthwise, pool-pad, gemv-split and pack-weights before fuse: the
-      // matmuls, elementwise taps, pads, sums and weight views they make form dispatches
+      // conv-gemm, conv-depthwise, pool-pad, pad-gemm, gemv-split and pack-weights before fuse:
+      // the matmuls, elementwise taps, pads, sums and weight views they make form dispatches
       // (pack-weights after gemv-split: a decode step's slices of B stay unpacked). fuse
       // next: the others transform dispatches. collapse-dims before tile: tiles are chosen
       // for the final iteration space. pad after tile: it needs the tiles. lower last.
       {"codegen",
-       "shape-infer,conv-gemm,conv-depthwise,pool-pad,gemv-split,pack-weights,fuse,collapse-dims,"
-       "tile,pad,lower",
+       "shape-infer,conv-gemm,conv-depthwise,pool-pad,pad-gemm,gemv-split,pack-weights,fuse,"
+       "collapse-dims,tile,pad,lower",
        "dispatch formation and lowering to kernel IR"},
   };
   return pipelines;

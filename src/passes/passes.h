@@ -26,6 +26,7 @@ std::unique_ptr<Pass> createShapeInferPass();
 std::unique_ptr<Pass> createConvDepthwisePass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createConvGemmPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createPoolPadPass(const CodegenOptions& opts);
+std::unique_ptr<Pass> createPadGemmPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createPackWeightsPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createGemvSplitPass(const CodegenOptions& opts);
 std::unique_ptr<Pass> createFusePass(const CodegenOptions& opts);

@@ -33,10 +33,12 @@ struct FusionRules {
   // An elementwise op that can be a matmul's epilogue (it reads the matmul's result, directly
   // or through such ops, over the same shape) stays with the matmul instead of joining a
   // consumer dispatch anchored by an op that only moves or windows data (pad, concat, pool)
-  // or by another matmul, which the matmul cannot join. On CPUs the GEMM strategy applies
-  // the epilogue to its block while it is in cache: a conv's bias and activation then cost
-  // no recompute in the next conv's pad, in a pool's every window, or in the next 1x1
-  // conv's packing of its B panel once per block of rows (EfficientNet-B0's residual adds).
+  // or by another matmul, which the matmul cannot join, nor one that reads it through 4 or
+  // more slices (a depthwise conv's taps of pad-gemm's padded map). On CPUs the GEMM
+  // strategy applies the epilogue to its block while it is in cache: a conv's bias and
+  // activation then cost no recompute in the next conv's pad or taps, in a pool's every
+  // window, or in the next 1x1 conv's packing of its B panel once per block of rows
+  // (EfficientNet-B0's residual adds).
   bool epilogueOverConsumer = false;
   // An elementwise op that computes a matmul's A (its rows) joins the matmul when the
   // matmul has more than a register block of rows (8). Off on CPUs: the GEMM strategy
