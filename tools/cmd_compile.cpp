@@ -7,12 +7,14 @@
 #include "analysis/donation_specs.h"
 #include "backends/backend.h"
 #include "backends/opt_level.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "cli.h"
 #include "ir/text/printer.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/placement_report.h"
 #include "progress.h"
+#include "runtime/hal.h"
 #include "runtime/module_format.h"
 #include "target/tile_config.h"
 
@@ -201,9 +203,27 @@ int runCompile(const std::vector<std::string>& args) {
   } else if (emit == "kernels") {
     PassManagerOptions pmOpts;
     pmOpts.defaults = codegen->passDefaults;
-    // Without --target, the cpu device's kernels as a compile tiles them: for the host's
+    // Without --target, the first declared device's kernels as a compile tiles them: a
+    // vulkan device's for its row of the target table (vulkan:lavapipe for lavapipe,
+    // vulkan:generic when it cannot be opened); a cpu's (and any other's) for the host's
     // level (cpu:x86-64-v4 on an AVX-512 host), not the generic 256-bit `cpu` row.
-    if (!a.has("target"))
+    const std::vector<std::string>& declared = opts.placement.devices.devices;
+    std::optional<DeviceTarget> first;
+    if (!declared.empty()) {
+      auto id = hal::parseDeviceId(declared.front(), Loc::named("--device"));
+      if (!id.ok()) return fail(id.diags());
+      first = *id;
+    }
+    if (!a.has("target") && first && first->kind == "vulkan") {
+      // The device's row of the target table (a live description is named "ROW (device)").
+      auto live = spirv::vulkanCodegenTarget("", {*first});
+      if (!live.ok()) return fail(live.diags());
+      std::string row = live->name.substr(0, live->name.find(" ("));
+      auto desc = lookupTarget(row);
+      if (!desc.ok()) return fail(desc.diags());
+      pmOpts.defaults["target"] = row;
+      codegen->target = *desc;
+    } else if (!a.has("target"))
       if (const TargetBackend* cpu = lookupTargetBackend("cpu")) {
         auto level = cpu->concreteTarget("cpu");
         if (!level.ok()) return fail(level.diags());
