@@ -7,14 +7,18 @@
 #include "analysis/donation_specs.h"
 #include "backends/backend.h"
 #include "backends/opt_level.h"
+#ifdef KILN_HAVE_SPIRV
 #include "backends/vulkan/vulkan_backend.h"
+#endif
 #include "cli.h"
 #include "ir/text/printer.h"
 #include "passes/codegen.h"
 #include "passes/pass_manager.h"
 #include "passes/placement_report.h"
 #include "progress.h"
+#ifdef KILN_HAVE_SPIRV
 #include "runtime/hal.h"
+#endif
 #include "runtime/module_format.h"
 #include "target/tile_config.h"
 
@@ -207,14 +211,16 @@ int runCompile(const std::vector<std::string>& args) {
     // vulkan device's for its row of the target table (vulkan:lavapipe for lavapipe,
     // vulkan:generic when it cannot be opened); a cpu's (and any other's) for the host's
     // level (cpu:x86-64-v4 on an AVX-512 host), not the generic 256-bit `cpu` row.
+    bool chosen = a.has("target");
+#ifdef KILN_HAVE_SPIRV
     const std::vector<std::string>& declared = opts.placement.devices.devices;
     std::optional<DeviceTarget> first;
-    if (!declared.empty()) {
+    if (!chosen && !declared.empty()) {
       auto id = hal::parseDeviceId(declared.front(), Loc::named("--device"));
       if (!id.ok()) return fail(id.diags());
       first = *id;
     }
-    if (!a.has("target") && first && first->kind == "vulkan") {
+    if (first && first->kind == "vulkan") {
       // The device's row of the target table (a live description is named "ROW (device)").
       auto live = spirv::vulkanCodegenTarget("", {*first});
       if (!live.ok()) return fail(live.diags());
@@ -223,7 +229,10 @@ int runCompile(const std::vector<std::string>& args) {
       if (!desc.ok()) return fail(desc.diags());
       pmOpts.defaults["target"] = row;
       codegen->target = *desc;
-    } else if (!a.has("target"))
+      chosen = true;
+    }
+#endif
+    if (!chosen)
       if (const TargetBackend* cpu = lookupTargetBackend("cpu")) {
         auto level = cpu->concreteTarget("cpu");
         if (!level.ok()) return fail(level.diags());

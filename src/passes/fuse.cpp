@@ -39,9 +39,9 @@
 // dispatch anchored by a pad, concat, pool or another matmul, which the matmul cannot
 // join, nor one that reads it through 4 or more slices (a depthwise conv's taps of the map
 // pad-gemm's GEMM computes, which would recompute it per tap): it stays the matmul's
-// epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU
-// targets): an elementwise op that computes the A operand (the rows) of a matmul with more
-// than 8 rows does not join it (computesGemmRows), where the GEMM would recompute it for
+// epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU targets): an elementwise op
+// that computes the A operand (the rows) of a matmul with more than 8 rows does not join
+// it (computesGemmRows), where the GEMM would recompute it for
 // every NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
 // matmul before it. FusionRules::windowIntoGemmColumns (off on CPU targets): an elementwise
 // op that computes a matmul's B from a window (readsWindow: 4 or more slices of one value

@@ -75,15 +75,15 @@ TEST_CASE("registry: the user-visible passes and the default pipeline") {
   }
   CHECK(names == std::vector<std::string>{"affinity", "attention", "canonicalize", "collapse-dims",
                                           "conv-depthwise", "conv-gemm", "cse", "dce", "fuse",
-                                          "gemv-split", "lower", "pack-weights", "pad", "pool-pad",
-                                          "schedule", "shape-infer", "tile"});
+                                          "gemv-split", "lower", "pack-weights", "pad", "pad-gemm",
+                                          "pool-pad", "schedule", "shape-infer", "tile"});
   CHECK(lookupPass("nope") == nullptr);
   REQUIRE(registeredPipelines().size() == 2);
   CHECK(registeredPipelines()[0].name == "default");
   CHECK(registeredPipelines()[0].passes == "shape-infer,canonicalize,cse,dce");
   CHECK(registeredPipelines()[1].name == "codegen");
   CHECK(registeredPipelines()[1].passes ==
-        "shape-infer,conv-gemm,conv-depthwise,pool-pad,gemv-split,pack-weights,fuse,"
+        "shape-infer,conv-gemm,conv-depthwise,pool-pad,pad-gemm,gemv-split,pack-weights,fuse,"
         "collapse-dims,tile,pad,lower");
 }
 
@@ -400,8 +400,8 @@ TEST_CASE("pass manager: pipelines expand, unknown names list what exists") {
   std::string msg = st.diags().str();
   CHECK(msg.find("unknown pass 'frobnicate'") != std::string::npos);
   CHECK(msg.find("affinity, attention, canonicalize, collapse-dims, conv-depthwise, conv-gemm, "
-                 "cse, dce, fuse, gemv-split, lower, pack-weights, pad, pool-pad, schedule, "
-                 "shape-infer, tile") != std::string::npos);
+                 "cse, dce, fuse, gemv-split, lower, pack-weights, pad, pad-gemm, pool-pad, "
+                 "schedule, shape-infer, tile") != std::string::npos);
   CHECK(msg.find("pipelines: default") != std::string::npos);
   CHECK(bad.passNames().empty()); // nothing half-added
 
@@ -456,7 +456,7 @@ TEST_CASE("pass manager: options in braces, on passes and on pipelines") {
   // On a named pipeline the option goes to each pass that takes it (not shape-infer).
   PassManager cg;
   REQUIRE(cg.addPipeline("codegen{target=vulkan:lavapipe}").ok());
-  CHECK(cg.passNames().size() == 11);
+  CHECK(cg.passNames().size() == 12);
   CHECK(fail("cse{target=cpu}").find("pass 'cse' has no option 'target'; it takes no options") !=
         std::string::npos);
   CHECK(fail("tile{tiles=3}").find("it takes target, tile-config") != std::string::npos);
