@@ -41,12 +41,12 @@
 // pad-gemm's GEMM computes, which would recompute it per tap): it stays the matmul's
 // epilogue. FusionRules::elementwiseIntoGemmRows (off on CPU targets): an elementwise op
 // that computes the A operand (the rows) of a matmul with more than 8 rows does not join
-// it (computesGemmRows), where the GEMM would recompute it for
-// every NR-column strip; it is computed once, in its own dispatch or as the epilogue of the
-// matmul before it. FusionRules::windowIntoGemmColumns (off on CPU targets): an elementwise
-// op that computes a matmul's B from a window (readsWindow: 4 or more slices of one value
-// among the ops only it reads, a depthwise conv's taps) does not join it, where the GEMM
-// would compute the window per flattened column in its packing loop.
+// it (computesGemmRows), where the GEMM would recompute it for every NR-column strip; it
+// is computed once, in its own dispatch or as the epilogue of the matmul before it.
+// FusionRules::windowIntoGemmColumns (off on CPU targets): an elementwise op that computes
+// a matmul's B from a window (readsWindow: 4 or more slices of one value among the ops
+// only it reads, a depthwise conv's taps) does not join it, where the GEMM would compute
+// the window per flattened column in its packing loop.
 // FusionRules::patchesIntoGemm (on for CPU targets): the concat of a conv's im2col patches
 // (conv-gemm) joins the matmul that reads them, with its slices, when the cpu GEMM reads
 // them in place from the padded input or its phases (convPatches, strategy.h), so the
