@@ -5,6 +5,7 @@
 // argument (stdin).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,11 +58,12 @@ bool isModuleFile(const std::string& path); // FILE.kmod
 // A program to run: a .kmod file, or a source model compiled in memory with `placement`
 // (its devices, --place, --partition) and the --donate specs (a .kmod keeps the donations
 // it was compiled with; giving --donate for one is an error); --no-attention clears
-// `recognizeAttention`.
-Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
-                                                        const PlacementOptions& placement,
-                                                        const std::vector<std::string>& donate = {},
-                                                        bool recognizeAttention = true);
+// `recognizeAttention`. `check`, when given, sees a source model before it is compiled
+// (kiln run refuses a wrong number of inputs there, not after seconds of compiling).
+Result<std::shared_ptr<const Program>>
+loadProgramInput(const std::string& path, const PlacementOptions& placement,
+                 const std::vector<std::string>& donate = {}, bool recognizeAttention = true,
+                 const std::function<Status(const Module&)>& check = nullptr);
 // --device (repeatable), --devices=auto, --place, --partition, in the shape placeModule
 // takes; commands that accept them list placementFlagSpecs() among their flags.
 Result<PlacementOptions> placementFlags(const ParsedArgs& a);

@@ -97,8 +97,24 @@ int runRun(const std::vector<std::string>& args) {
     if (!o.starts_with("@") || o.size() < 2)
       return fail(error(Loc::named("--output"), "expected @FILE.npy, got '" + o + "'"));
 
-  auto program =
-      loadProgramInput(a.positional[0], *placement, a.all("donate"), !a.has("no-attention"));
+  // A source model's entry must take as many inputs as were given; checked before the
+  // compile, which can take seconds.
+  size_t given = a.all("input").size();
+  auto checkArity = [&](const Module& m) -> Status {
+    const Func* f = nullptr;
+    if (a.has("function")) {
+      std::string name = a.get("function");
+      f = m.lookupFunc(name.starts_with("@") ? name.substr(1) : name);
+    } else if (!(f = m.lookupFunc("main")) && m.funcs().size() == 1) {
+      f = m.funcs()[0].get();
+    }
+    if (f && f->numArgs() != given)
+      return error(f->loc(), "@" + f->name() + " takes " + std::to_string(f->numArgs()) +
+                                 " inputs, got " + std::to_string(given));
+    return ok();
+  };
+  auto program = loadProgramInput(a.positional[0], *placement, a.all("donate"),
+                                  !a.has("no-attention"), checkArity);
   if (!program.ok()) return fail(program.diags());
   auto entry = pickEntry(**program, a.get("function"));
   if (!entry.ok()) return fail(entry.diags());

@@ -16,10 +16,10 @@ Result<std::unique_ptr<Module>> loadInputModule(const std::string& path) {
   return loadSourceModule(path);
 }
 
-Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
-                                                        const PlacementOptions& placement,
-                                                        const std::vector<std::string>& donate,
-                                                        bool recognizeAttention) {
+Result<std::shared_ptr<const Program>>
+loadProgramInput(const std::string& path, const PlacementOptions& placement,
+                 const std::vector<std::string>& donate, bool recognizeAttention,
+                 const std::function<Status(const Module&)>& check) {
   if (isModuleFile(path)) {
     if (!donate.empty())
       return error(Loc::named("--donate"), "a .kmod keeps the donations it was compiled with; "
@@ -28,6 +28,7 @@ Result<std::shared_ptr<const Program>> loadProgramInput(const std::string& path,
     return std::make_shared<const Program>(std::move(p));
   }
   KILN_TRY(std::unique_ptr<Module> m, loadInputModule(path));
+  if (check) KILN_CHECK(check(*m));
   CompileOptions opts;
   opts.placement = placement;
   opts.donate = donate;

@@ -6,7 +6,10 @@ Takes the examples, the lit inputs and a few generated programs, and feeds `kiln
 then feeds `kiln run` broken .npy inputs, and `kiln run` and `kiln dump` damaged .kmod
 module files, which must always be refused (exit 1). Every run must exit 0 (the input happened to be valid) or
 1 with `error:` on stderr. A signal (negative return code), any other exit code or a
-run over the per-run timeout is a failure. The whole test stays under --budget seconds
+run over the per-run timeout is a failure: 10 s, or for the mutated copies of a file three
+times the slowest run of the file unchanged (which may take up to 120 s: a lit input with a
+dozen symbolic-shape matmul kernels compiles for 5 s on 2 cores with a cold kernel cache,
+10 s while the lit suite runs beside it). The whole test stays under --budget seconds
 (default 40): the mutation loops stop early when time runs out.
 
 usage: robustness.py --kiln PATH --graphgen PATH --source-root DIR [--seed N] [--budget S]
@@ -22,6 +25,10 @@ import tempfile
 import time
 
 RUN_TIMEOUT = 10
+# A checked-in file unchanged: its compile time is the lit suite's business, not a hang.
+UNCHANGED_TIMEOUT = 120
+# A mutated copy may take this many times the slowest run of the file unchanged.
+MUTATION_SLOWDOWN = 3
 # A program with one argument, for the .npy cases.
 NPY_PROGRAM = """func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>) {
   %0 = neg %x : tensor<2x3xf32>
@@ -37,6 +44,8 @@ class Harness:
         self.deadline = deadline
         self.cases = 0
         self.failures = []
+        self.timeout = RUN_TIMEOUT
+        self.slowest = 0.0  # the longest run since reset_slowest()
 
     def out_of_time(self):
         return time.monotonic() > self.deadline
@@ -50,12 +59,15 @@ class Harness:
     def expect_clean(self, args, label, data, stdin=None):
         """Runs kiln with args; records a failure unless it exits 0, or 1 with error:."""
         self.cases += 1
+        start = time.monotonic()
         try:
             proc = subprocess.run([self.kiln] + args, input=stdin, capture_output=True,
-                                  timeout=RUN_TIMEOUT)
+                                  timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            self.fail(label, data, "timed out after %d s" % RUN_TIMEOUT)
+            self.fail(label, data, "timed out after %.0f s" % self.timeout)
             return None
+        finally:
+            self.slowest = max(self.slowest, time.monotonic() - start)
         rc = proc.returncode
         if rc < 0:
             self.fail(label, data, "killed by signal %d\n%s" % (-rc, proc.stderr[-2000:].decode(
@@ -200,11 +212,14 @@ def main():
         for label, data, inputs in sources:
             if h.out_of_time():
                 break
+            h.timeout, h.slowest = UNCHANGED_TIMEOUT, 0.0
             h.program_cases(label + " (unchanged)", data, inputs)
+            h.timeout = max(RUN_TIMEOUT, MUTATION_SLOWDOWN * h.slowest)
             for what, mutated in mutations(rng, data, 12):
                 if h.out_of_time():
                     break
                 h.program_cases("%s %s" % (label, what), mutated, inputs)
+        h.timeout = RUN_TIMEOUT
         for path in sorted(glob.glob(os.path.join(args.source_root,
                                                   "tests/fuzz/corpus/module/*.kmod"))):
             with open(path, "rb") as f:
