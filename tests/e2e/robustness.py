@@ -45,7 +45,7 @@ class Harness:
         self.cases = 0
         self.failures = []
         self.timeout = RUN_TIMEOUT
-        self.slowest = 0.0  # the longest run since reset_slowest()
+        self.slowest = 0.0  # the longest run since it was last set to 0
 
     def out_of_time(self):
         return time.monotonic() > self.deadline
