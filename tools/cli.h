@@ -70,8 +70,11 @@ Result<PlacementOptions> placementFlags(const ParsedArgs& a);
 const std::vector<FlagSpec>& placementFlagSpecs();
 // `specs` followed by placementFlagSpecs().
 std::vector<FlagSpec> withPlacementFlags(std::vector<FlagSpec> specs);
-// The entry to run: --function, else @main, else the only one.
+// The entry to run: --function, else @main, else the only one (of a program's entries, or
+// of a source model's functions before it is compiled).
 Result<std::string> pickEntry(const Program& p, const std::string& requested);
+Result<std::string> pickEntry(const std::vector<std::string>& entries,
+                              const std::string& requested);
 // --input values (@FILE.npy or literals), in order; every bad one is reported.
 Result<std::vector<HostTensor>> loadInputTensors(const std::vector<std::string>& specs);
 // --target=NAME and --tile-config=FILE for a codegen pipeline (kiln opt, kiln compile

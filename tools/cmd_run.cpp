@@ -101,14 +101,14 @@ int runRun(const std::vector<std::string>& args) {
   // compile, which can take seconds.
   size_t given = a.all("input").size();
   auto checkArity = [&](const Module& m) -> Status {
-    const Func* f = nullptr;
-    if (a.has("function")) {
-      std::string name = a.get("function");
-      f = m.lookupFunc(name.starts_with("@") ? name.substr(1) : name);
-    } else if (!(f = m.lookupFunc("main")) && m.funcs().size() == 1) {
-      f = m.funcs()[0].get();
-    }
-    if (f && f->numArgs() != given)
+    std::vector<std::string> names;
+    for (const auto& f : m.funcs()) names.push_back(f->name());
+    // A module that already holds kernel functions has fewer entries than functions: no
+    // choice here leaves the choice (and its error) to the compiled program's entries.
+    auto name = pickEntry(names, a.get("function"));
+    if (!name.ok()) return ok();
+    const Func* f = m.lookupFunc(*name);
+    if (f->numArgs() != given)
       return error(f->loc(), "@" + f->name() + " takes " + std::to_string(f->numArgs()) +
                                  " inputs, got " + std::to_string(given));
     return ok();

@@ -1,5 +1,6 @@
 // Loading what the user names on the command line: a source model to compile, or a
 // program to run (a .kmod file, or a source model compiled in memory).
+#include <algorithm>
 #include <filesystem>
 
 #include "cli.h"
@@ -39,20 +40,28 @@ loadProgramInput(const std::string& path, const PlacementOptions& placement,
   return std::make_shared<const Program>(std::move(p));
 }
 
-Result<std::string> pickEntry(const Program& p, const std::string& requested) {
+Result<std::string> pickEntry(const std::vector<std::string>& entries,
+                              const std::string& requested) {
+  auto has = [&](const std::string& n) {
+    return std::find(entries.begin(), entries.end(), n) != entries.end();
+  };
   std::string names;
-  for (const std::string& e : p.entries) names += (names.empty() ? "@" : ", @") + e;
+  for (const std::string& e : entries) names += (names.empty() ? "@" : ", @") + e;
   if (!requested.empty()) {
     std::string name = requested.starts_with("@") ? requested.substr(1) : requested;
-    if (p.entry(name)) return name;
+    if (has(name)) return name;
     return error(Loc::named("--function"),
                  "no function @" + name + " in the module (functions: " + names + ")");
   }
-  if (p.entries.empty()) return error(Loc{}, "the module has no functions to run");
-  if (p.entry("main")) return std::string("main");
-  if (p.entries.size() == 1) return p.entries[0];
-  return error(Loc{}, "the module has no @main and " + std::to_string(p.entries.size()) +
+  if (entries.empty()) return error(Loc{}, "the module has no functions to run");
+  if (has("main")) return std::string("main");
+  if (entries.size() == 1) return entries[0];
+  return error(Loc{}, "the module has no @main and " + std::to_string(entries.size()) +
                           " functions; choose one with --function (functions: " + names + ")");
+}
+
+Result<std::string> pickEntry(const Program& p, const std::string& requested) {
+  return pickEntry(p.entries, requested);
 }
 
 Result<HostTensor> loadInputTensor(const std::string& spec, size_t index) {
