@@ -45,16 +45,6 @@ constexpr int64_t kDirectPrologueOps = 4;
 // patches or of a wide activation is in another page, where the hardware prefetchers stop,
 // and from L3 its lines took longer than the FMAs of the rows before it.
 constexpr int64_t kPrefetchRows = 16;
-// How many rows ahead a micro-kernel reading a prepacked weight (pack-weights) prefetches
-// its strip. The strip is contiguous, but a block's K step reads 16 KB of it and then the
-// next strip's, 96 KB on (K = 768): the hardware prefetchers stop at each 4 KB page, and a
-// transformer's weights come from DRAM every call. One thread, alternating rounds: a
-// 64 x 768 x 30720 product (94 MB of weight) 29.1 -> 25.5 ms at 32 rows (26.3 at 16, 25.3
-// at 64); the GPT-2-small decoder's kernels 168 -> 138 ms, ConvNeXt-Tiny's 98 -> 92,
-// ViT-B/16's (197 rows: compute-bound) and the TransformerEncoder's (weights in cache)
-// within noise.
-constexpr int64_t kPrefetchPackedRows = 32;
-
 // Workgroups (blocks) a GEMM should have at least, so that the cpu's threads share it: a
 // 256 x 196 conv-gemm in 96 x 224 blocks is 3 workgroups, which 2 threads run in the time
 // of 2 (one idles half the time); a 40 x 196 one is 1 workgroup, which leaves every other
@@ -599,8 +589,7 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // A B read in place that is a view of a buffer (or a concat of such, per operand): its
   // rows ahead are prefetched.
   bool prefetchB = direct && !P && (prologueOps(B, 1) == 0 || viewsOfBuffers);
-  // A prepacked weight: its strip's row k + kPrefetchPackedRows (the strip is contiguous
-  // along k, so the rows of the next K step too).
+  // A prepacked weight: the part of it that the block reads next (pfS in `micro`).
   bool prefetchP = P != nullptr;
   Value* lastK =
       prefetchB || prefetchP ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue()) : nullptr;
@@ -646,6 +635,42 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
     };
     std::vector<std::vector<Value*>> rowIx;
     for (int64_t r = 0; fold && r < mr; ++r) rowIx.push_back(rowAt(r));
+    // A prepacked weight: what the block reads after this strip's K step is strip `pfS` from
+    // row `pfK` (the next strip; after the last, the first strip's next K step; after the
+    // last K step, the next block's first strip), KC rows of NR contiguous elements. The
+    // block's `tiles` micro-tile rows share it: row rb / MR fetches the R = ceil(KC / tiles)
+    // rows from pfK + rb / MR * R, at element (k mod KC) * q of them, q = ceil(R * NR / KC)
+    // (a few k per cache line; k mod KC is k - k0 and proven non-negative, so the per-k
+    // index arithmetic is shifts and masks, not floor divisions).
+    // The strip is contiguous, but a block's K step reads 16 KB of it and then the next
+    // strip's, 96 KB on (K = 768): the hardware prefetchers stop at each 4 KB page, and a
+    // transformer's weights come from DRAM every call. Fetching row k + 32 of the strip
+    // being read (the rule before) left the first micro-tile row of each strip waiting on
+    // DRAM (16 KB in the time of 2048 FMAs, more than a core's bandwidth) while the others
+    // read L1, and cost two prefetches per k in every micro-tile. A 128 x 2048 x 5632
+    // product with its weight prepacked, alternating rounds: 22.3 -> 19.3 ms on one thread
+    // (a hand-written C kernel of the same blocking: 21.7 -> 18.5, 159 GFLOP/s of the
+    // core's 175), 12.5 -> 10.0 ms on two.
+    Value* pfS = nullptr;
+    Value* pfRow = nullptr;
+    Value* pfStep = nullptr;
+    if (prefetchP && !edge && mr == MR) {
+      Value* nextK = kb.idx(OpKind::IAdd, k0, kb.cst(KC));
+      Value* lastStrip = kb.cmp("ge", kb.idx(OpKind::IAdd, cb0, kb.cst(NR)), stripsEnd);
+      Value* lastStep = kb.cmp("ge", nextK, K);
+      Value* s0 = kb.idx(OpKind::IFloorDiv, n0, kb.cst(NR));
+      Value* here = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
+      Value* s = pick(lastStrip, pick(lastStep, kb.idx(OpKind::IAdd, s0, kb.cst(NC / NR)), s0),
+                      kb.idx(OpKind::IAdd, here, kb.cst(1)));
+      pfS = kb.idx(OpKind::IMin, s, kb.cst(P->type().dim(0).value() - 1));
+      Value* pfK = pick(lastStrip, pick(lastStep, kb.cst(0), nextK), k0);
+      Value* tiles =
+          kb.idx(OpKind::IMax, kb.idx(OpKind::IFloorDiv, rowsFull, kb.cst(MR)), kb.cst(1));
+      Value* share = kb.idx(OpKind::ICeilDiv, kb.cst(KC), tiles);
+      pfRow = kb.idx(OpKind::IAdd, pfK,
+                     kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, rb, kb.cst(MR)), share));
+      pfStep = kb.idx(OpKind::ICeilDiv, kb.idx(OpKind::IMul, share, kb.cst(NR)), kb.cst(KC));
+    }
     auto step = [&](Value* k) -> Status {
       std::vector<Value*> oix;
       // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
@@ -664,17 +689,14 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         }
         if (kcat) kb.pickConcat(*kcat, k, kSeg);
       }
-      // A prepacked weight's strip: row k + kPrefetchPackedRows, one prefetch per 64-byte
-      // cache line of it (two on x86-64-v4, one on v3).
-      if (prefetchP && !edge) {
-        Value* kp =
-            kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(kPrefetchPackedRows)), lastK);
-        Value* sIx = kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, n0, cb0), kb.cst(NR));
-        int64_t lineElems = std::max<int64_t>(1, 64 / elemTypeBytes(P->type().elem()));
-        for (int64_t c = 0; c < nr; c += lineElems) {
-          KILN_TRY(bool fetched, kb.prefetchAt(P, {sIx, kp, kb.cst(c)}));
-          (void)fetched;
-        }
+      // A prepacked weight: element (k mod KC) * q of this micro-tile row's share of what
+      // the block reads next (pfS above), its row clamped to K - 1.
+      if (pfS) {
+        Value* off = kb.idx(OpKind::IMul, kb.idx(OpKind::IMod, k, kb.cst(KC)), pfStep);
+        Value* row = kb.idx(OpKind::IAdd, pfRow, kb.idx(OpKind::IFloorDiv, off, kb.cst(NR)));
+        Value* col = kb.idx(OpKind::IMod, off, kb.cst(NR));
+        KILN_TRY(bool fetched, kb.prefetchAt(P, {pfS, kb.idx(OpKind::IMin, row, lastK), col}));
+        (void)fetched;
       }
       b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
       if (packed) {
