@@ -8,7 +8,8 @@
 //              covers, and only when the target is a cpu (TargetDesc::cpu).
 // Guarantees:  every covered f32 `matmul` with static shapes, more rows than the micro-
 //              kernel's MR (batch rows included), N at least its NR and B a weight held in
-//              memory (an imported model's; `[K, N]`, or `[N, K]` under
+//              memory (an imported model's, or one compileProgram holds for a module that
+//              embeds its weights; `[K, N]`, or `[N, K]` under
 //              `transpose {perm = [1, 0]}`) that no other op of any function reads but
 //              such matmuls, reads B as reshape(transpose(P, [1, 0, 2])), sliced to its
 //              first N columns when NR does not divide N, of a new weight P
@@ -78,7 +79,7 @@ public:
       std::vector<Op*> matmuls;
       for (const auto& op : f->ops())
         if (op->kind() == OpKind::Matmul && opts_.covers(*op)) matmuls.push_back(op.get());
-      std::map<std::string, Value*> packed; // this function's packed weight ops, by name
+      std::map<std::string, Value*> packed; // this function's packed weight ops, by name@device
       for (Op* mm : matmuls) KILN_CHECK(rewrite(m, *f, *mm, packed));
     }
     // A weight no op loads any more leaves the module (a compiled module loads every
@@ -160,7 +161,11 @@ private:
     Builder b(&f, &mm);
     b.setLoc(mm.loc());
     b.setDevice(src->weight->device());
-    Value*& pw = packed[pname];
+    // One packed weight op per device that reads it: a weight replicated over a tensor-
+    // parallel group has a weight op on each device (one op would be another device's
+    // buffer).
+    const std::optional<DeviceTarget>& dev = src->weight->device();
+    Value*& pw = packed[pname + "@" + (dev ? dev->str() : std::string())];
     if (!pw) {
       // Before the first matmul that reads it, which comes before the others.
       Attrs a;
