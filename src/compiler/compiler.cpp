@@ -2,6 +2,7 @@
 #include "compiler/compiler.h"
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -119,18 +120,28 @@ Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) 
   return ok();
 }
 
-// A module that embeds its weights (not --external-weights) holds the f32 [K, N] weights
-// that a matmul reads as B (or as their transpose) in memory before codegen, so that
+// A module that embeds its weights (not --external-weights) holds the rank-2 f32, bf16 and
+// f16 weights that a matmul reads as B (through a transpose, or a cast widening a narrow
+// one) in memory before codegen, so that
 // pack-weights stores them as the cpu micro-kernel reads them, as it does an imported
 // ONNX model's: a .kir with safetensors weights (bench/run.py's decoder layers) packed B's
 // panels per block and K step at run time instead (the TinyLlama layer at prefill 128,
-// alternating rounds: 61 -> 53 ms on two threads, 105 -> 78 on one). The embedding reads
+// alternating rounds: 61 -> 53 ms on two threads, 105 -> 78 on one; the Llama-3-8B
+// layer's bf16 weights, one thread: 502 -> 450 ms, two threads within noise). The embedding reads
 // them here then, not later; a weight that cannot be read is left to the embedding, which
 // reports it.
 void holdMatmulWeights(Module& m) {
-  auto readAsB = [](const Value& v) {
-    for (const Use& u : v.uses())
-      if (u.user->kind() == OpKind::Matmul && u.operandIndex == 1) return true;
+  // v reaches a matmul's B directly, or through a transpose and a cast (a narrow weight
+  // widened to f32), each at most once.
+  std::function<bool(const Value&, bool, bool)> readAsB = [&](const Value& v, bool transpose,
+                                                              bool cast) {
+    for (const Use& u : v.uses()) {
+      OpKind k = u.user->kind();
+      if ((k == OpKind::Matmul && u.operandIndex == 1) ||
+          (transpose && k == OpKind::Transpose && readAsB(*u.user->result(0), false, cast)) ||
+          (cast && k == OpKind::Cast && readAsB(*u.user->result(0), transpose, false)))
+        return true;
+    }
     return false;
   };
   WeightStore store(m);
@@ -140,12 +151,11 @@ void holdMatmulWeights(Module& m) {
       const std::string& name = op->attrs().getStr("name");
       const WeightDecl* decl = m.lookupWeight(name);
       const Type& t = op->result(0)->type();
-      if (!decl || decl->shard || m.weightData(name) || t.elem() != ElemType::F32 || t.rank() != 2)
+      bool packable =
+          t.elem() == ElemType::F32 || t.elem() == ElemType::BF16 || t.elem() == ElemType::F16;
+      if (!decl || decl->shard || m.weightData(name) || !packable || t.rank() != 2 ||
+          !readAsB(*op->result(0), true, t.elem() != ElemType::F32))
         continue;
-      bool asB = readAsB(*op->result(0));
-      for (const Use& u : op->result(0)->uses())
-        asB = asB || (u.user->kind() == OpKind::Transpose && readAsB(*u.user->result(0)));
-      if (!asB) continue;
       Result<HostTensor> data = store.get(name);
       if (data.ok()) m.setWeightData(name, data.take());
     }

@@ -1,4 +1,4 @@
-// pack-weights: on cpu targets, the f32 weight B of a GEMM is stored the way the cpu
+// pack-weights: on cpu targets, the weight B of an f32 GEMM is stored the way the cpu
 // matmul's micro-kernel reads it, at compile time: [ceil(N / NR), K, NR], NR-column strips
 // each contiguous along k (matmul_cpu.cpp then reads it in place instead of packing a
 // KC x NC panel of it per block and K step). ViT-B/16's 192 x 768 x 3072 MLP product spent
@@ -15,8 +15,10 @@
 //              first N columns when NR does not divide N, of a new weight P
 //              `<name>.packed<NR>` (`<name>.t.packed<NR>` from a transposed one) of
 //              ceil(N / NR) strips with P[s, k, j] = B[k, s * NR + j] (0 past N): the same
-//              values. The old weight op is erased, and its declaration (its data is then
-//              not embedded in the module).
+//              values. A bf16 or f16 weight that a cast {to = f32} widens (before or after
+//              the transpose) is packed the same, P keeping its type, and B is the cast of
+//              those views. The old weight op is erased, and its declaration (its data is
+//              then not embedded in the module).
 // Invalidates: nothing (new ops have the weight's device and the matmul's location).
 //
 //   %w = weight {name = "fc"} : 768x3072     %p = weight {name = "fc.packed32"} : 96x768x32
@@ -39,25 +41,59 @@ namespace {
 struct Source {
   Op* weight = nullptr;    // the weight op B comes from
   bool transposed = false; // B = transpose(weight [N, K])
+  Op* widened = nullptr;   // B = cast {to = f32} of a bf16 or f16 weight (around the transpose)
 };
 
-// Where a matmul's B comes from when it is a packable f32 weight held in memory.
+// A cast to f32 of a bf16 or f16 value: a narrow weight widened where it is used.
+bool widening(const Op* d) {
+  if (!d || d->kind() != OpKind::Cast || d->result(0)->type().elem() != ElemType::F32) return false;
+  ElemType from = d->operand(0)->type().elem();
+  return from == ElemType::BF16 || from == ElemType::F16;
+}
+
+bool transpose2d(const Op* d) {
+  return d && d->kind() == OpKind::Transpose &&
+         d->attrs().getInts("perm") == std::vector<int64_t>{1, 0};
+}
+
+// Where a matmul's B comes from when it is a packable weight held in memory: f32, or bf16 /
+// f16 widened by a cast, with or without a transpose (on either side of the cast).
 std::optional<Source> weightSource(const Module& m, const Value* b) {
   Op* d = b->def();
   Source s;
-  if (d && d->kind() == OpKind::Transpose &&
-      d->attrs().getInts("perm") == std::vector<int64_t>{1, 0}) {
-    s.transposed = true;
-    d = d->operand(0)->def();
+  for (int i = 0; i < 2; ++i) {
+    if (!s.widened && widening(d)) {
+      s.widened = d;
+      d = d->operand(0)->def();
+    } else if (!s.transposed && transpose2d(d)) {
+      s.transposed = true;
+      d = d->operand(0)->def();
+    }
   }
   if (!d || d->kind() != OpKind::Weight) return std::nullopt;
   const std::string& name = d->attrs().getStr("name");
   const WeightDecl* decl = m.lookupWeight(name);
   const HostTensor* data = m.weightData(name);
-  if (!decl || decl->shard || !data || data->elem() != ElemType::F32 || data->rank() != 2)
+  ElemType elem = d->result(0)->type().elem();
+  if (!decl || decl->shard || !data || data->elem() != elem || data->rank() != 2 ||
+      (elem != ElemType::F32) != (s.widened != nullptr))
     return std::nullopt;
   s.weight = d;
   return s;
+}
+
+// P[s, kk, j] = B[kk, s * nr + j] (B stored [K, N], or [N, K] when transposed), 0 past N.
+template <typename T>
+void packStrips(const T* in, T* out, int64_t strips, int64_t k, int64_t n, int64_t nr,
+                bool transposed) {
+  for (int64_t s = 0; s < strips; ++s)
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < nr; ++j) {
+        int64_t col = s * nr + j;
+        out[(s * k + kk) * nr + j] = col >= n     ? T(0)
+                                     : transposed ? in[col * k + kk]
+                                                  : in[kk * n + col];
+      }
 }
 
 class PackWeightsPass : public Pass {
@@ -73,7 +109,7 @@ public:
     // embeddings, a decode step's product): packing those would keep both copies.
     for (const auto& f : m.funcs())
       for (const auto& op : f->ops())
-        if (op->kind() == OpKind::Weight && !onlyPackableUses(*op->result(0), true))
+        if (op->kind() == OpKind::Weight && !onlyPackableUses(*op->result(0), true, true))
           shared_.insert(op->attrs().getStr("name"));
     for (const auto& f : m.funcs()) {
       std::vector<Op*> matmuls;
@@ -111,15 +147,17 @@ private:
     return rows > mr && bt.dim(1).value() >= nr && bt.dim(0).value() >= 1;
   }
 
-  // Every use of `v` is the B of a packable matmul (or, from the weight itself, a
-  // transpose {perm = [1, 0]} whose uses all are).
-  bool onlyPackableUses(const Value& v, bool throughTranspose) const {
+  // Every use of `v` is the B of a packable matmul, directly or through a transpose
+  // {perm = [1, 0]} and (a bf16 or f16 weight) a cast to f32, each at most once.
+  bool onlyPackableUses(const Value& v, bool throughTranspose, bool throughCast) const {
     for (const Use& u : v.uses()) {
       const Op* user = u.user;
       if (user->kind() == OpKind::Matmul && u.operandIndex == 1 && packable(*user)) continue;
-      if (throughTranspose && user->kind() == OpKind::Transpose &&
-          user->attrs().getInts("perm") == std::vector<int64_t>{1, 0} &&
-          onlyPackableUses(*user->result(0), false))
+      if (throughTranspose && transpose2d(user) &&
+          onlyPackableUses(*user->result(0), false, throughCast))
+        continue;
+      if (throughCast && widening(user) &&
+          onlyPackableUses(*user->result(0), throughTranspose, false))
         continue;
       return false;
     }
@@ -137,22 +175,20 @@ private:
 
     const std::string name = src->weight->attrs().getStr("name");
     const std::string pname = name + (src->transposed ? ".t" : "") + ".packed" + std::to_string(nr);
-    Type pt(ElemType::F32, Shape{Dim(strips), Dim(k), Dim(nr)});
+    ElemType elem = src->weight->result(0)->type().elem();
+    Type pt(elem, Shape{Dim(strips), Dim(k), Dim(nr)});
     // A name the module already has for something else (a user's weight): left unpacked.
     if (m.lookupWeight(pname) && !created_.count(pname)) return ok();
     if (created_.insert(pname).second) {
       const HostTensor& w = *m.weightData(name);
-      HostTensor p = HostTensor::uninitialized(ElemType::F32, {strips, k, nr});
-      const auto* in = reinterpret_cast<const float*>(w.data());
-      auto* out = reinterpret_cast<float*>(p.mutableData());
-      for (int64_t s = 0; s < strips; ++s)
-        for (int64_t kk = 0; kk < k; ++kk)
-          for (int64_t j = 0; j < nr; ++j) {
-            int64_t col = s * nr + j;
-            out[(s * k + kk) * nr + j] = col >= n          ? 0.0f
-                                         : src->transposed ? in[col * k + kk]
-                                                           : in[kk * n + col];
-          }
+      HostTensor p = HostTensor::uninitialized(elem, {strips, k, nr});
+      // Elements copied as they are (a bf16 or f16 weight stays narrow); zeros past N.
+      if (elemTypeBytes(elem) == 4)
+        packStrips(reinterpret_cast<const uint32_t*>(w.data()),
+                   reinterpret_cast<uint32_t*>(p.mutableData()), strips, k, n, nr, src->transposed);
+      else
+        packStrips(reinterpret_cast<const uint16_t*>(w.data()),
+                   reinterpret_cast<uint16_t*>(p.mutableData()), strips, k, n, nr, src->transposed);
       const WeightDecl* decl = m.lookupWeight(name);
       KILN_CHECK(m.addWeight(WeightDecl{pname, pt, decl->file, pname, decl->loc, std::nullopt}));
       m.setWeightData(pname, std::move(p));
@@ -176,7 +212,7 @@ private:
     Attrs perm;
     perm.set("perm", std::vector<int64_t>{1, 0, 2});
     KILN_TRY(Op * t, b.create(OpKind::Transpose, {pw}, std::move(perm)));
-    Type padded(ElemType::F32, Shape{Dim(k), Dim(strips * nr)});
+    Type padded(elem, Shape{Dim(k), Dim(strips * nr)});
     KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {}, {padded}));
     Value* nb = r->result(0);
     if (strips * nr != n) { // the valid columns of the padded strips
@@ -186,6 +222,10 @@ private:
       sl.set("axes", std::vector<int64_t>{1});
       sl.set("steps", std::vector<int64_t>{1});
       KILN_TRY(Op * c, b.create(OpKind::Slice, {nb}, std::move(sl)));
+      nb = c->result(0);
+    }
+    if (src->widened) { // widened after the views, as before them
+      KILN_TRY(Op * c, b.create(OpKind::Cast, {nb}, src->widened->attrs()));
       nb = c->result(0);
     }
     replaced_.insert(name);

@@ -132,6 +132,9 @@ const Value* prepackedB(const Value* b, int64_t nr) {
   const Type& bt = b->type();
   if (bt.rank() != 2 || !bt.isStatic()) return nullptr;
   const Op* r = b->def();
+  // A bf16 or f16 weight's strips, widened after the views (the micro-kernel converts each
+  // element it loads).
+  if (r && r->kind() == OpKind::Cast) r = r->operand(0)->def();
   // The first N columns of padded strips: slice [0, N) of dim 1.
   if (r && r->kind() == OpKind::Slice) {
     const Attrs& a = r->attrs();
