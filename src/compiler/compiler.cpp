@@ -122,14 +122,13 @@ Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) 
 
 // A module that embeds its weights (not --external-weights) holds the rank-2 f32, bf16 and
 // f16 weights that a matmul reads as B (through a transpose, or a cast widening a narrow
-// one) in memory before codegen, so that
-// pack-weights stores them as the cpu micro-kernel reads them, as it does an imported
-// ONNX model's: a .kir with safetensors weights (bench/run.py's decoder layers) packed B's
-// panels per block and K step at run time instead (the TinyLlama layer at prefill 128,
-// alternating rounds: 61 -> 53 ms on two threads, 105 -> 78 on one; the Llama-3-8B
-// layer's bf16 weights, one thread: 502 -> 450 ms, two threads within noise). The embedding reads
-// them here then, not later; a weight that cannot be read is left to the embedding, which
-// reports it.
+// one) in memory before codegen, so that pack-weights stores them as the cpu micro-kernel
+// reads them, as it does an imported ONNX model's. A .kir with safetensors weights
+// (bench/run.py's decoder layers) packed B's panels per block and K step at run time
+// instead: the TinyLlama layer at prefill 128, alternating rounds, 61 -> 53 ms on two
+// threads and 105 -> 78 on one; the Llama-3-8B layer's bf16 weights 502 -> 450 ms on one
+// thread, within noise on two. The embedding reads the weights here then, not later; a
+// weight that cannot be read is left to the embedding, which reports it.
 void holdMatmulWeights(Module& m) {
   // v reaches a matmul's B directly, or through a transpose and a cast (a narrow weight
   // widened to f32), each at most once.
