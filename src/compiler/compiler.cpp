@@ -2,7 +2,6 @@
 #include "compiler/compiler.h"
 
 #include <algorithm>
-#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -120,41 +119,22 @@ Status addDevice(std::vector<BackendGroup>& groups, const DeviceTarget& device) 
   return ok();
 }
 
-// A module that embeds its weights (not --external-weights) holds the rank-2 f32, bf16 and
-// f16 weights that a matmul reads as B (through a transpose, or a cast widening a narrow
-// one) in memory before codegen, so that pack-weights stores them as the cpu micro-kernel
-// reads them, as it does an imported ONNX model's. A .kir with safetensors weights
-// (bench/run.py's decoder layers) packed B's panels per block and K step at run time
-// instead: the TinyLlama layer at prefill 128, alternating rounds, 61 -> 53 ms on two
-// threads and 105 -> 78 on one; the Llama-3-8B layer's bf16 weights 502 -> 450 ms on one
-// thread, within noise on two. The embedding reads the weights here then, not later; a
-// weight that cannot be read is left to the embedding, which reports it.
-void holdMatmulWeights(Module& m) {
-  // v reaches a matmul's B directly, or through a transpose and a cast (a narrow weight
-  // widened to f32), each at most once.
-  std::function<bool(const Value&, bool, bool)> readAsB = [&](const Value& v, bool transpose,
-                                                              bool cast) {
-    for (const Use& u : v.uses()) {
-      OpKind k = u.user->kind();
-      if ((k == OpKind::Matmul && u.operandIndex == 1) ||
-          (transpose && k == OpKind::Transpose && readAsB(*u.user->result(0), false, cast)) ||
-          (cast && k == OpKind::Cast && readAsB(*u.user->result(0), transpose, false)))
-        return true;
-    }
-    return false;
-  };
+// A module that embeds its weights (not --external-weights) holds them in memory before
+// codegen, as an imported ONNX model does, so that pack-weights (the one codegen pass that
+// reads weight data) stores a .kir's safetensors weights as the cpu micro-kernel reads
+// them too. A .kir (bench/run.py's decoder layers) packed B's panels per block and K step
+// at run time instead: the TinyLlama layer at prefill 128, alternating rounds, 61 -> 53 ms
+// on two threads and 105 -> 78 on one; the Llama-3-8B layer's bf16 weights 502 -> 450 ms
+// on one thread, within noise on two. The embedding would read them anyway (the same
+// storage); a weight that cannot be read is left to it, and it reports the error.
+void holdWeights(Module& m) {
   WeightStore store(m);
   for (const auto& f : m.funcs())
     for (const auto& op : f->ops()) {
       if (op->kind() != OpKind::Weight) continue;
       const std::string& name = op->attrs().getStr("name");
       const WeightDecl* decl = m.lookupWeight(name);
-      const Type& t = op->result(0)->type();
-      bool packable =
-          t.elem() == ElemType::F32 || t.elem() == ElemType::BF16 || t.elem() == ElemType::F16;
-      if (!decl || decl->shard || m.weightData(name) || !packable || t.rank() != 2 ||
-          !readAsB(*op->result(0), true, t.elem() != ElemType::F32))
-        continue;
+      if (!decl || decl->shard || m.weightData(name)) continue;
       Result<HostTensor> data = store.get(name);
       if (data.ok()) m.setWeightData(name, data.take());
     }
@@ -247,7 +227,7 @@ Result<Program> compileProgram(std::unique_ptr<Module> module, const CompileOpti
   if (groups.empty()) KILN_CHECK(addDevice(groups, fallback));
   KILN_CHECK(chooseTargets(groups, opts));
   // A module that is already a schedule keeps its kernels as they are.
-  if (schedule && opts.embedWeights) holdMatmulWeights(*module);
+  if (schedule && opts.embedWeights) holdWeights(*module);
   if (schedule) KILN_CHECK(runCodegen(*module, groups, placed, timer));
 
   {

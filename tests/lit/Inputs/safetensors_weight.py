@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a safetensors file holding one weight (no numpy needed):
 
-  f32_weight.py OUT.safetensors NAME ROWS COLS [F32|BF16|F16]
+  safetensors_weight.py OUT.safetensors NAME ROWS COLS [F32|BF16|F16]
 
 Element (r, c) is ((r * 7 + c * 13) mod 17 - 8) / 16: varied, exact in f32, bf16 and f16,
 the same on every run. F32 unless the dtype says otherwise.
