@@ -82,6 +82,22 @@ std::optional<Source> weightSource(const Module& m, const Value* b) {
   return s;
 }
 
+// The f32 weight a matmul's A [M, K] comes from, directly or through a reshape that keeps
+// its element order (a conv's [M, C, KH, KW] weight viewed as M x C*KH*KW); null otherwise.
+Op* weightSourceA(const Module& m, const Value* a) {
+  Op* d = a->def();
+  if (d && d->kind() == OpKind::Reshape) d = d->operand(0)->def();
+  if (!d || d->kind() != OpKind::Weight) return nullptr;
+  const std::string& name = d->attrs().getStr("name");
+  const WeightDecl* decl = m.lookupWeight(name);
+  const HostTensor* data = m.weightData(name);
+  if (!decl || decl->shard || !data || data->elem() != ElemType::F32 ||
+      d->result(0)->type().elem() != ElemType::F32 || data->rank() < 2 ||
+      data->shape()[0] != a->type().dim(0).value())
+    return nullptr;
+  return d;
+}
+
 // P[s, kk, j] = B[kk, s * nr + j] (B stored [K, N], or [N, K] when transposed), 0 past N.
 template <typename T>
 void packStrips(const T* in, T* out, int64_t strips, int64_t k, int64_t n, int64_t nr,
@@ -109,14 +125,18 @@ public:
     // embeddings, a decode step's product): packing those would keep both copies.
     for (const auto& f : m.funcs())
       for (const auto& op : f->ops())
-        if (op->kind() == OpKind::Weight && !onlyPackableUses(*op->result(0), true, true))
+        if (op->kind() == OpKind::Weight && !onlyPackableUses(*op->result(0), true, true) &&
+            !onlyPackableUsesA(*op->result(0), true))
           shared_.insert(op->attrs().getStr("name"));
     for (const auto& f : m.funcs()) {
       std::vector<Op*> matmuls;
       for (const auto& op : f->ops())
         if (op->kind() == OpKind::Matmul && opts_.covers(*op)) matmuls.push_back(op.get());
       std::map<std::string, Value*> packed; // this function's packed weight ops, by name@device
-      for (Op* mm : matmuls) KILN_CHECK(rewrite(m, *f, *mm, packed));
+      for (Op* mm : matmuls) {
+        KILN_CHECK(rewrite(m, *f, *mm, packed));
+        KILN_CHECK(rewriteA(m, *f, *mm, packed));
+      }
     }
     // A weight no op loads any more leaves the module (a compiled module loads every
     // weight it declares).
@@ -162,6 +182,102 @@ private:
       return false;
     }
     return true;
+  }
+
+  // A covered f32 matmul with static shapes whose A [M, K] is at least two micro-tile
+  // rows and whose columns fill a strip (fewer are the dot plan's, which reads A along k):
+  // its A is worth storing as MR-row panels.
+  bool packableA(const Op& mm) const {
+    if (mm.kind() != OpKind::Matmul || !opts_.covers(mm)) return false;
+    const Type& at = mm.operand(0)->type();
+    const Type& bt = mm.operand(1)->type();
+    const Type& yt = mm.result(0)->type();
+    if (!at.isStatic() || !bt.isStatic() || !yt.isStatic() || at.rank() != 2 ||
+        at.elem() != ElemType::F32 || bt.elem() != ElemType::F32 || yt.elem() != ElemType::F32)
+      return false;
+    auto [mr, nr] = cpuMicroTile(opts_.target, yt.elem());
+    // A depth of one K step (cpuMatmulPlans' KC, up to 1.5 KC) reads A in place as one
+    // contiguous run per block already.
+    int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(opts_.target.l1Bytes / 2) / (nr * 4));
+    return at.dim(0).value() >= 2 * mr && yt.dim(yt.rank() - 1).value() >= nr &&
+           at.dim(1).value() > kc + kc / 2 && !convPatches(mm.operand(1));
+  }
+
+  // Every use of `v` is the A of a packableA matmul, directly or through a reshape, each at
+  // most once.
+  bool onlyPackableUsesA(const Value& v, bool throughReshape) const {
+    if (!v.hasUses()) return false;
+    for (const Use& u : v.uses()) {
+      const Op* user = u.user;
+      if (user->kind() == OpKind::Matmul && u.operandIndex == 0 && packableA(*user)) continue;
+      if (throughReshape && user->kind() == OpKind::Reshape &&
+          onlyPackableUsesA(*user->result(0), false))
+        continue;
+      return false;
+    }
+    return true;
+  }
+
+  // A weight read as A: stored as ceil(M / MR) panels of MR rows, each contiguous along k
+  // (P[s, k, i] = A[s * MR + i, k], 0 past M), and read as the view
+  // slice(reshape(transpose(P, [0, 2, 1])))[:M] that prepackedA (matmul_cpu.cpp) knows.
+  Status rewriteA(Module& m, Func& f, Op& mm, std::map<std::string, Value*>& packed) {
+    if (!packableA(mm)) return ok();
+    Op* w = weightSourceA(m, mm.operand(0));
+    if (!w || shared_.count(w->attrs().getStr("name"))) return ok();
+    const Type& at = mm.operand(0)->type();
+    const int64_t mr = cpuMicroTile(opts_.target, mm.result(0)->type().elem()).first;
+    const int64_t rows = at.dim(0).value(), k = at.dim(1).value();
+    const int64_t panels = (rows + mr - 1) / mr;
+    const std::string name = w->attrs().getStr("name");
+    const std::string pname = name + ".apacked" + std::to_string(mr);
+    Type pt(ElemType::F32, Shape{Dim(panels), Dim(k), Dim(mr)});
+    if (m.lookupWeight(pname) && !created_.count(pname)) return ok();
+    if (created_.insert(pname).second) {
+      HostTensor p = HostTensor::uninitialized(ElemType::F32, {panels, k, mr});
+      // A [M, K] is B [N, K] under a transpose: the same strips.
+      packStrips(reinterpret_cast<const uint32_t*>(m.weightData(name)->data()),
+                 reinterpret_cast<uint32_t*>(p.mutableData()), panels, k, rows, mr, true);
+      const WeightDecl* decl = m.lookupWeight(name);
+      KILN_CHECK(m.addWeight(WeightDecl{pname, pt, decl->file, pname, decl->loc, std::nullopt}));
+      m.setWeightData(pname, std::move(p));
+    }
+    Builder b(&f, &mm);
+    b.setLoc(mm.loc());
+    b.setDevice(w->device());
+    const std::optional<DeviceTarget>& dev = w->device();
+    Value*& pw = packed[pname + "@" + (dev ? dev->str() : std::string())];
+    if (!pw) {
+      Attrs a;
+      a.set("name", pname);
+      KILN_TRY(Op * nw, b.create(OpKind::Weight, {}, std::move(a), {pt}));
+      pw = nw->result(0);
+    }
+    Attrs perm;
+    perm.set("perm", std::vector<int64_t>{0, 2, 1});
+    KILN_TRY(Op * t, b.create(OpKind::Transpose, {pw}, std::move(perm)));
+    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {},
+                              {Type(ElemType::F32, Shape{Dim(panels * mr), Dim(k)})}));
+    Value* na = r->result(0);
+    if (panels * mr != rows) { // the valid rows of the padded panels
+      Attrs sl;
+      sl.set("starts", std::vector<int64_t>{0});
+      sl.set("ends", std::vector<int64_t>{rows});
+      sl.set("axes", std::vector<int64_t>{0});
+      sl.set("steps", std::vector<int64_t>{1});
+      KILN_TRY(Op * c, b.create(OpKind::Slice, {na}, std::move(sl)));
+      na = c->result(0);
+    }
+    replaced_.insert(name);
+    Value* old = mm.operand(0);
+    mm.setOperand(0, na);
+    for (Op* d = old->def(); d && !d->result(0)->hasUses();) { // a reshape, then the weight
+      Op* next = d->numOperands() == 1 ? d->operand(0)->def() : nullptr;
+      d->dropOperands();
+      f.erase(d);
+      d = next;
+    }
+    return ok();
   }
 
   Status rewrite(Module& m, Func& f, Op& mm, std::map<std::string, Value*>& packed) {

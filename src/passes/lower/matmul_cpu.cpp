@@ -161,6 +161,36 @@ const Value* prepackedB(const Value* b, int64_t nr) {
   return p;
 }
 
+const Value* prepackedA(const Value* a, int64_t mr) {
+  const Type& at = a->type();
+  if (at.rank() != 2 || !at.isStatic()) return nullptr;
+  const Op* r = a->def();
+  // The first M rows of padded panels: slice [0, M) of dim 0.
+  if (r && r->kind() == OpKind::Slice) {
+    const Attrs& x = r->attrs();
+    if (x.getInts("axes") != std::vector<int64_t>{0} ||
+        x.getInts("starts") != std::vector<int64_t>{0} ||
+        x.getInts("steps") != std::vector<int64_t>{1} ||
+        x.getInts("ends") != std::vector<int64_t>{at.dim(0).value()})
+      return nullptr;
+    r = r->operand(0)->def();
+  }
+  if (!r || r->kind() != OpKind::Reshape) return nullptr;
+  const Type& rt = r->result(0)->type();
+  const Op* t = r->operand(0)->def();
+  if (!t || t->kind() != OpKind::Transpose ||
+      t->attrs().getInts("perm") != std::vector<int64_t>{0, 2, 1} || !rt.isStatic() ||
+      rt.rank() != 2)
+    return nullptr;
+  const Value* p = t->operand(0);
+  const Type& pt = p->type();
+  if (pt.rank() != 3 || !pt.isStatic() || pt.dim(2).value() != mr || pt.dim(1) != at.dim(1) ||
+      pt.dim(0).value() * mr != rt.dim(0).value() || rt.dim(0).value() < at.dim(0).value() ||
+      rt.dim(0).value() - at.dim(0).value() >= mr)
+    return nullptr;
+  return p;
+}
+
 bool foldsBatch(const KernelShape& s) {
   if (s.outShape.size() < 3) return false;
   const Type& a = s.anchor->operand(0)->type();
@@ -531,8 +561,13 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   // the block has more than one strip to read it: an attention output [heads, S, D] read
   // as [S, heads x D] found each element's address with a division and a remainder by D
   // per micro-tile row and k, 30 integer instructions per 16 FMAs (movedA).
-  Value* apack =
-      tiled && (computedOperand(A) || (NC > NR && movedA(A))) ? priv({Dim(MC), Dim(KC)}) : nullptr;
+  // A weight stored as MR-row panels (pack-weights: a conv's weights) is read in place, each
+  // micro-tile row's element at P[row / MR, k, row mod MR] (one contiguous run per panel
+  // and K step), and the micro-kernels prefetch their panel's next K step.
+  const Value* PA = fold ? nullptr : prepackedA(A, MR);
+  Value* apack = tiled && !PA && (computedOperand(A) || (NC > NR && movedA(A)))
+                     ? priv({Dim(MC), Dim(KC)})
+                     : nullptr;
 
   // The partial last strip's w < NR columns, by width, with L = NR / 2 (one vector):
   // more than 3L/2 take the whole strip (two vectors wide, as the full strips), more than
@@ -594,8 +629,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool prefetchB = direct && !P && (prologueOps(B, 1) == 0 || viewsOfBuffers);
   // A prepacked weight: the part of it that the block reads next (pfS in `micro`).
   bool prefetchP = P != nullptr;
-  Value* lastK =
-      prefetchB || prefetchP ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue()) : nullptr;
+  Value* lastK = prefetchB || prefetchP || PA
+                     ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue())
+                     : nullptr;
   Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
   Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
 
@@ -674,6 +710,9 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
                      kb.idx(OpKind::IMul, kb.idx(OpKind::IFloorDiv, rb, kb.cst(MR)), share));
       pfStep = kb.idx(OpKind::ICeilDiv, kb.idx(OpKind::IMul, share, kb.cst(NR)), kb.cst(KC));
     }
+    Value* paPanel = PA && mr == MR && !edge
+                         ? kb.idx(OpKind::IFloorDiv, kb.idx(OpKind::IAdd, m0, rb), kb.cst(MR))
+                         : nullptr;
     auto step = [&](Value* k) -> Status {
       std::vector<Value*> oix;
       // B read in place: its row k + kPrefetchRows (the last row past K) is prefetched at both
@@ -701,6 +740,12 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         KILN_TRY(bool fetched, kb.prefetchAt(P, {pfS, kb.idx(OpKind::IMin, row, lastK), col}));
         (void)fetched;
       }
+      // A's panels (PA): this micro-tile's panel at the next K step (row K - 1 at most).
+      if (paPanel) {
+        Value* row = kb.idx(OpKind::IMin, kb.idx(OpKind::IAdd, k, kb.cst(KC)), lastK);
+        KILN_TRY(bool fetched, kb.prefetchAt(PA, {paPanel, row, kb.cst(0)}));
+        (void)fetched;
+      }
       b = kb.beginFor(kb.cst(0), kb.cst(nr), kb.cst(1));
       if (packed) {
         kb.st(kb.ld(pack, {strip, kb.idx(OpKind::ISub, k, k0), b}), bv, {b});
@@ -725,6 +770,11 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
         Value* av = nullptr;
         if (apack) {
           av = kb.ld(apack, {kb.idx(OpKind::IAdd, rb, a), kb.idx(OpKind::ISub, k, k0)});
+        } else if (PA) {
+          Value* row = kb.idx(OpKind::IAdd, m0, kb.idx(OpKind::IAdd, rb, a));
+          KILN_TRY(Value * aval, kb.emitAt(PA, {kb.idx(OpKind::IFloorDiv, row, kb.cst(MR)), k,
+                                                kb.idx(OpKind::IMod, row, kb.cst(MR))}));
+          av = kb.castTo(aval, ae);
         } else {
           oix = with(fold ? rowIx[static_cast<size_t>(r)] : rowAt(r), n0);
           KILN_TRY(Value * aval, kb.emitAt(A, kb.matmulIndices(mm, oix, k).first));

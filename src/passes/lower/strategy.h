@@ -134,6 +134,10 @@ std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result);
 // first N columns when P's last strip is padded, the form pack-weights gives a weight
 // (NR-column strips, each contiguous along k); else null.
 const Value* prepackedB(const Value* b, int64_t nr);
+// P when A is reshape(transpose(P, [0, 2, 1])) to [M, K] of P [M / mr, K, mr], or its
+// first M rows when P's last panel is padded, the form pack-weights gives a weight read as
+// A (MR-row panels, each contiguous along k: A[m, k] = P[m / mr, k, m mod mr]); else null.
+const Value* prepackedA(const Value* a, int64_t mr);
 bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t);
 // An MR x NR micro-kernel's private accumulators `reg` for rows [rb, rb + mr) and columns
 // [cb0, cb0 + nr) of the block accumulator `cb`: 0 in the first K step (k0 = 0), cb's
