@@ -55,6 +55,13 @@ constexpr int64_t kMaxStreamCols = 8192;
 // Rows of B a streamed block adds per pass over its accumulator row.
 constexpr int64_t kStreamRows = 4;
 constexpr double kMinBlockWork = 65536;
+// The fewest wide columns (matmul_cpu_conv.cpp) for which a conv's GEMM reading its patches
+// in place takes the 4 x 64 register block instead of 8 x 32 (AVX-512). AMD EPYC (Zen 5),
+// two threads, `--tile-config` rounds: ResNet-18's 7x7 stem (64 x 147 x 12,544 wide
+// columns) 0.69 -> 0.64-0.66 ms, 0.64-0.65 with NC 512; its 64-channel 3x3 convs on 56x56
+// (3,246) 0.56-0.57 -> 0.53-0.55; the 128-channel ones on 28x28 (838) within noise, the
+// 256-channel ones on 14x14 (222) 8% slower (a third of their columns in the partial strip).
+constexpr int64_t kMinWideConvCols = 1024;
 
 // Shrinks the MC x NC block (never below MR x NR) until the product has kMinBlocks
 // workgroups (fewer for a small product) or cannot have more, splitting rows only when
@@ -407,6 +414,14 @@ std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
   if (patches) {
     cols = convWideColumns(*cp);
     kc = std::max<int64_t>(1, kc / cp->taps) * cp->taps;
+    // Many wide columns (AVX-512's 8 x 32 block): a register block half as tall and twice
+    // as wide, 4 x 64 (the same 16 accumulators), KC kept. Per k it broadcasts 4 elements
+    // of A, each from another row of the weight, and loads 4 vectors of the input's
+    // contiguous run, where 8 x 32 broadcast 8 and loaded 2.
+    if (cols >= kMinWideConvCols && mr == 8 && nr == 32) {
+      mr /= 2;
+      nr *= 2;
+    }
   }
   int64_t nc = std::min<int64_t>(8 * nr, roundUp(cols, nr));
   int64_t entries = 1;
