@@ -17,8 +17,16 @@
 //              ceil(N / NR) strips with P[s, k, j] = B[k, s * NR + j] (0 past N): the same
 //              values. A bf16 or f16 weight that a cast {to = f32} widens (before or after
 //              the transpose) is packed the same, P keeping its type, and B is the cast of
-//              those views. The old weight op is erased, and its declaration (its data is
-//              then not embedded in the module).
+//              those views. Likewise every such f32 matmul with a static 2-D A of at least
+//              2 MR rows and more than 1.5 KC columns (deeper than one K step), at least NR
+//              result columns and a B that is not a conv's patches (convPatches), whose A is
+//              an f32 weight held in memory (`[M, K]`, or a reshape of one that keeps its
+//              first dim: a conv's [M, C, KH, KW]) that no other op reads but such matmuls,
+//              reads A as reshape(transpose(Q, [0, 2, 1])), sliced to its first M rows
+//              when MR does not divide M, of a new weight Q `<name>.apacked<MR>` of
+//              ceil(M / MR) panels with Q[s, k, i] = A[s * MR + i, k] (0 past M). The old
+//              weight op is erased, and its declaration (its data is then not embedded in
+//              the module).
 // Invalidates: nothing (new ops have the weight's device and the matmul's location).
 //
 //   %w = weight {name = "fc"} : 768x3072     %p = weight {name = "fc.packed32"} : 96x768x32
@@ -26,6 +34,7 @@
 //                                            %b = reshape %t : 768x3072
 //                                            %y = matmul %x, %b : 192x3072
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -230,54 +239,82 @@ private:
     const int64_t rows = at.dim(0).value(), k = at.dim(1).value();
     const int64_t panels = (rows + mr - 1) / mr;
     const std::string name = w->attrs().getStr("name");
-    const std::string pname = name + ".apacked" + std::to_string(mr);
-    Type pt(ElemType::F32, Shape{Dim(panels), Dim(k), Dim(mr)});
-    if (m.lookupWeight(pname) && !created_.count(pname)) return ok();
-    if (created_.insert(pname).second) {
-      HostTensor p = HostTensor::uninitialized(ElemType::F32, {panels, k, mr});
-      // A [M, K] is B [N, K] under a transpose: the same strips.
+    auto fill = [&](HostTensor& p) { // A [M, K] is B [N, K] under a transpose: the same strips
       packStrips(reinterpret_cast<const uint32_t*>(m.weightData(name)->data()),
                  reinterpret_cast<uint32_t*>(p.mutableData()), panels, k, rows, mr, true);
+    };
+    KILN_TRY(Value * na, panelsView(m, f, mm, *w, name + ".apacked" + std::to_string(mr),
+                                    Type(ElemType::F32, Shape{Dim(panels), Dim(k), Dim(mr)}), fill,
+                                    0, rows, packed));
+    if (na) replaceOperand(f, mm, 0, na, name);
+    return ok();
+  }
+
+  // The views that read the packed weight `pname` of type pt [S, K, width] (declared and
+  // filled by `fill` from weight w's data the first time) as the matmul's operand: B
+  // (axis 1) as reshape(transpose(P, [1, 0, 2])) to [K, S * width], A (axis 0) as
+  // reshape(transpose(P, [0, 2, 1])) to [S * width, K], sliced to the first `valid` along
+  // `axis` when the last strip is padded. Null when the module has a weight of that name
+  // of its own (a user's weight): the operand is then left unpacked.
+  Result<Value*> panelsView(Module& m, Func& f, Op& mm, const Op& w, const std::string& pname,
+                            const Type& pt, const std::function<void(HostTensor&)>& fill,
+                            int64_t axis, int64_t valid, std::map<std::string, Value*>& packed) {
+    const std::string& name = w.attrs().getStr("name");
+    if (m.lookupWeight(pname) && !created_.count(pname)) return nullptr;
+    if (created_.insert(pname).second) {
+      HostTensor p = HostTensor::uninitialized(pt.elem(), pt.staticShape());
+      fill(p);
       const WeightDecl* decl = m.lookupWeight(name);
       KILN_CHECK(m.addWeight(WeightDecl{pname, pt, decl->file, pname, decl->loc, std::nullopt}));
       m.setWeightData(pname, std::move(p));
     }
     Builder b(&f, &mm);
     b.setLoc(mm.loc());
-    b.setDevice(w->device());
-    const std::optional<DeviceTarget>& dev = w->device();
+    b.setDevice(w.device());
+    // One packed weight op per device that reads it: a weight replicated over a tensor-
+    // parallel group has a weight op on each device (one op would be another device's
+    // buffer).
+    const std::optional<DeviceTarget>& dev = w.device();
     Value*& pw = packed[pname + "@" + (dev ? dev->str() : std::string())];
     if (!pw) {
+      // Before the first matmul that reads it, which comes before the others.
       Attrs a;
       a.set("name", pname);
       KILN_TRY(Op * nw, b.create(OpKind::Weight, {}, std::move(a), {pt}));
       pw = nw->result(0);
     }
+    int64_t strips = pt.dim(0).value(), k = pt.dim(1).value(), width = pt.dim(2).value();
     Attrs perm;
-    perm.set("perm", std::vector<int64_t>{0, 2, 1});
+    perm.set("perm", axis == 1 ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 2, 1});
     KILN_TRY(Op * t, b.create(OpKind::Transpose, {pw}, std::move(perm)));
-    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {},
-                              {Type(ElemType::F32, Shape{Dim(panels * mr), Dim(k)})}));
-    Value* na = r->result(0);
-    if (panels * mr != rows) { // the valid rows of the padded panels
+    Shape padded =
+        axis == 1 ? Shape{Dim(k), Dim(strips * width)} : Shape{Dim(strips * width), Dim(k)};
+    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {}, {Type(pt.elem(), padded)}));
+    Value* v = r->result(0);
+    if (strips * width != valid) { // the valid part of the padded strips
       Attrs sl;
       sl.set("starts", std::vector<int64_t>{0});
-      sl.set("ends", std::vector<int64_t>{rows});
-      sl.set("axes", std::vector<int64_t>{0});
+      sl.set("ends", std::vector<int64_t>{valid});
+      sl.set("axes", std::vector<int64_t>{axis});
       sl.set("steps", std::vector<int64_t>{1});
-      KILN_TRY(Op * c, b.create(OpKind::Slice, {na}, std::move(sl)));
-      na = c->result(0);
+      KILN_TRY(Op * c, b.create(OpKind::Slice, {v}, std::move(sl)));
+      v = c->result(0);
     }
+    return v;
+  }
+
+  // The matmul's operand i becomes v, and the old chain (views, then the weight `name`) goes
+  // when nothing else reads it.
+  void replaceOperand(Func& f, Op& mm, size_t i, Value* v, const std::string& name) {
     replaced_.insert(name);
-    Value* old = mm.operand(0);
-    mm.setOperand(0, na);
-    for (Op* d = old->def(); d && !d->result(0)->hasUses();) { // a reshape, then the weight
+    Value* old = mm.operand(i);
+    mm.setOperand(i, v);
+    for (Op* d = old->def(); d && !d->result(0)->hasUses();) {
       Op* next = d->numOperands() == 1 ? d->operand(0)->def() : nullptr;
       d->dropOperands();
       f.erase(d);
       d = next;
     }
-    return ok();
   }
 
   Status rewrite(Module& m, Func& f, Op& mm, std::map<std::string, Value*>& packed) {
@@ -292,12 +329,8 @@ private:
     const std::string name = src->weight->attrs().getStr("name");
     const std::string pname = name + (src->transposed ? ".t" : "") + ".packed" + std::to_string(nr);
     ElemType elem = src->weight->result(0)->type().elem();
-    Type pt(elem, Shape{Dim(strips), Dim(k), Dim(nr)});
-    // A name the module already has for something else (a user's weight): left unpacked.
-    if (m.lookupWeight(pname) && !created_.count(pname)) return ok();
-    if (created_.insert(pname).second) {
+    auto fill = [&](HostTensor& p) {
       const HostTensor& w = *m.weightData(name);
-      HostTensor p = HostTensor::uninitialized(elem, {strips, k, nr});
       // Elements copied as they are (a bf16 or f16 weight stays narrow); zeros past N.
       if (elemTypeBytes(elem) == 4)
         packStrips(reinterpret_cast<const uint32_t*>(w.data()),
@@ -305,55 +338,19 @@ private:
       else
         packStrips(reinterpret_cast<const uint16_t*>(w.data()),
                    reinterpret_cast<uint16_t*>(p.mutableData()), strips, k, n, nr, src->transposed);
-      const WeightDecl* decl = m.lookupWeight(name);
-      KILN_CHECK(m.addWeight(WeightDecl{pname, pt, decl->file, pname, decl->loc, std::nullopt}));
-      m.setWeightData(pname, std::move(p));
-    }
-
-    Builder b(&f, &mm);
-    b.setLoc(mm.loc());
-    b.setDevice(src->weight->device());
-    // One packed weight op per device that reads it: a weight replicated over a tensor-
-    // parallel group has a weight op on each device (one op would be another device's
-    // buffer).
-    const std::optional<DeviceTarget>& dev = src->weight->device();
-    Value*& pw = packed[pname + "@" + (dev ? dev->str() : std::string())];
-    if (!pw) {
-      // Before the first matmul that reads it, which comes before the others.
-      Attrs a;
-      a.set("name", pname);
-      KILN_TRY(Op * w, b.create(OpKind::Weight, {}, std::move(a), {pt}));
-      pw = w->result(0);
-    }
-    Attrs perm;
-    perm.set("perm", std::vector<int64_t>{1, 0, 2});
-    KILN_TRY(Op * t, b.create(OpKind::Transpose, {pw}, std::move(perm)));
-    Type padded(elem, Shape{Dim(k), Dim(strips * nr)});
-    KILN_TRY(Op * r, b.create(OpKind::Reshape, {t->result(0)}, {}, {padded}));
-    Value* nb = r->result(0);
-    if (strips * nr != n) { // the valid columns of the padded strips
-      Attrs sl;
-      sl.set("starts", std::vector<int64_t>{0});
-      sl.set("ends", std::vector<int64_t>{n});
-      sl.set("axes", std::vector<int64_t>{1});
-      sl.set("steps", std::vector<int64_t>{1});
-      KILN_TRY(Op * c, b.create(OpKind::Slice, {nb}, std::move(sl)));
-      nb = c->result(0);
-    }
+    };
+    KILN_TRY(Value * nb,
+             panelsView(m, f, mm, *src->weight, pname,
+                        Type(elem, Shape{Dim(strips), Dim(k), Dim(nr)}), fill, 1, n, packed));
+    if (!nb) return ok();
     if (src->widened) { // widened after the views, as before them
+      Builder b(&f, &mm);
+      b.setLoc(mm.loc());
+      b.setDevice(src->weight->device());
       KILN_TRY(Op * c, b.create(OpKind::Cast, {nb}, src->widened->attrs()));
       nb = c->result(0);
     }
-    replaced_.insert(name);
-    Value* old = mm.operand(1);
-    mm.setOperand(1, nb);
-    // The old chain (a transpose, then the weight) when nothing else reads it.
-    for (Op* d = old->def(); d && !d->result(0)->hasUses();) {
-      Op* next = d->numOperands() == 1 ? d->operand(0)->def() : nullptr;
-      d->dropOperands();
-      f.erase(d);
-      d = next;
-    }
+    replaceOperand(f, mm, 1, nb, name);
     return ok();
   }
 

@@ -85,7 +85,8 @@ const std::vector<PassInfo>& registeredPasses() {
          cg, codegen(createGemvSplitPass)},
         {"pack-weights",
          "on cpu targets, f32 GEMM weights held in memory stored as the micro-kernel reads "
-         "them ([ceil(N / NR), K, NR] strips), so that the matmul reads them in place",
+         "them (B as [ceil(N / NR), K, NR] strips, a deep A as [ceil(M / MR), K, MR] "
+         "panels), so that the matmul reads them in place",
          cg, codegen(createPackWeightsPass)},
         {"pad-gemm",
          "on cpu targets, a zero pad of a 1x1 convolution's GEMM output moves to the GEMM's "

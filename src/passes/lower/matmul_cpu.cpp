@@ -135,68 +135,52 @@ std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result) {
   return {mr, nr};
 }
 
-const Value* prepackedB(const Value* b, int64_t nr) {
-  const Type& bt = b->type();
-  if (bt.rank() != 2 || !bt.isStatic()) return nullptr;
-  const Op* r = b->def();
+namespace {
+
+// P when v is reshape(transpose(P)) of P [S, K, width] to [K, S * width] (axis 1: B's
+// strips, transposed [1, 0, 2]) or [S * width, K] (axis 0: A's panels, transposed
+// [0, 2, 1]), or its first N (M) along `axis` when P's last strip is padded; B may be the
+// cast of those views (a narrow weight widened after them).
+const Value* prepackedPanels(const Value* v, int64_t width, int64_t axis) {
+  const Type& vt = v->type();
+  if (vt.rank() != 2 || !vt.isStatic()) return nullptr;
+  const Op* r = v->def();
   // A bf16 or f16 weight's strips, widened after the views (the micro-kernel converts each
   // element it loads).
-  if (r && r->kind() == OpKind::Cast) r = r->operand(0)->def();
-  // The first N columns of padded strips: slice [0, N) of dim 1.
+  if (axis == 1 && r && r->kind() == OpKind::Cast) r = r->operand(0)->def();
+  // The valid part of padded strips: slice [0, N) of `axis`.
   if (r && r->kind() == OpKind::Slice) {
     const Attrs& a = r->attrs();
-    if (a.getInts("axes") != std::vector<int64_t>{1} ||
+    if (a.getInts("axes") != std::vector<int64_t>{axis} ||
         a.getInts("starts") != std::vector<int64_t>{0} ||
         a.getInts("steps") != std::vector<int64_t>{1} ||
-        a.getInts("ends") != std::vector<int64_t>{bt.dim(1).value()})
+        a.getInts("ends") != std::vector<int64_t>{vt.dim(axis).value()})
       return nullptr;
     r = r->operand(0)->def();
   }
   if (!r || r->kind() != OpKind::Reshape) return nullptr;
   const Type& rt = r->result(0)->type();
   const Op* t = r->operand(0)->def();
-  if (!t || t->kind() != OpKind::Transpose ||
-      t->attrs().getInts("perm") != std::vector<int64_t>{1, 0, 2} || !rt.isStatic() ||
-      rt.rank() != 2)
+  std::vector<int64_t> perm =
+      axis == 1 ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 2, 1};
+  if (!t || t->kind() != OpKind::Transpose || t->attrs().getInts("perm") != perm ||
+      !rt.isStatic() || rt.rank() != 2)
     return nullptr;
   const Value* p = t->operand(0);
   const Type& pt = p->type();
-  if (pt.rank() != 3 || !pt.isStatic() || pt.dim(2).value() != nr || pt.dim(1) != bt.dim(0) ||
-      pt.dim(0).value() * nr != rt.dim(1).value() || rt.dim(1).value() < bt.dim(1).value() ||
-      rt.dim(1).value() - bt.dim(1).value() >= nr)
+  int64_t padded = rt.dim(axis).value(), valid = vt.dim(axis).value();
+  if (pt.rank() != 3 || !pt.isStatic() || pt.dim(2).value() != width ||
+      pt.dim(1) != vt.dim(1 - axis) || pt.dim(0).value() * width != padded || padded < valid ||
+      padded - valid >= width)
     return nullptr;
   return p;
 }
 
-const Value* prepackedA(const Value* a, int64_t mr) {
-  const Type& at = a->type();
-  if (at.rank() != 2 || !at.isStatic()) return nullptr;
-  const Op* r = a->def();
-  // The first M rows of padded panels: slice [0, M) of dim 0.
-  if (r && r->kind() == OpKind::Slice) {
-    const Attrs& x = r->attrs();
-    if (x.getInts("axes") != std::vector<int64_t>{0} ||
-        x.getInts("starts") != std::vector<int64_t>{0} ||
-        x.getInts("steps") != std::vector<int64_t>{1} ||
-        x.getInts("ends") != std::vector<int64_t>{at.dim(0).value()})
-      return nullptr;
-    r = r->operand(0)->def();
-  }
-  if (!r || r->kind() != OpKind::Reshape) return nullptr;
-  const Type& rt = r->result(0)->type();
-  const Op* t = r->operand(0)->def();
-  if (!t || t->kind() != OpKind::Transpose ||
-      t->attrs().getInts("perm") != std::vector<int64_t>{0, 2, 1} || !rt.isStatic() ||
-      rt.rank() != 2)
-    return nullptr;
-  const Value* p = t->operand(0);
-  const Type& pt = p->type();
-  if (pt.rank() != 3 || !pt.isStatic() || pt.dim(2).value() != mr || pt.dim(1) != at.dim(1) ||
-      pt.dim(0).value() * mr != rt.dim(0).value() || rt.dim(0).value() < at.dim(0).value() ||
-      rt.dim(0).value() - at.dim(0).value() >= mr)
-    return nullptr;
-  return p;
-}
+} // namespace
+
+const Value* prepackedB(const Value* b, int64_t nr) { return prepackedPanels(b, nr, 1); }
+
+const Value* prepackedA(const Value* a, int64_t mr) { return prepackedPanels(a, mr, 0); }
 
 bool foldsBatch(const KernelShape& s) {
   if (s.outShape.size() < 3) return false;
@@ -644,9 +628,8 @@ Status emitStrategy(KernelBuilder& kb, const CpuMatmulPlan& plan) {
   bool prefetchB = direct && !P && (prologueOps(B, 1) == 0 || viewsOfBuffers);
   // A prepacked weight: the part of it that the block reads next (pfS in `micro`).
   bool prefetchP = P != nullptr;
-  Value* lastK = prefetchB || prefetchP || PA
-                     ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue())
-                     : nullptr;
+  Value* lastK =
+      prefetchB || prefetchP || PA ? kb.idx(OpKind::ISub, K, kb.cst(1), kb.prologue()) : nullptr;
   Value* dacc = dotCols ? priv({Dim(MR), Dim(L)}) : nullptr;
   Value* packT = dotCols ? priv({Dim(L / 2), Dim(KC)}) : nullptr;
 
