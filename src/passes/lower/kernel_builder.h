@@ -146,6 +146,7 @@ public:
   void setMask(Value* m) { mask_ = m; }
   // emitAt returns `v` for `value` (a matmul anchor's accumulator).
   void substitute(const Value* value, Value* v) { subst_[value] = v; }
+  void unsubstitute(const Value* value) { subst_.erase(value); }
   // cpu rows: `v` is the same for every column of a row.
   void markInvariant(const Value* v) { invariant_.insert(v); }
   // cpu rows, gpu reduce: the column loop (row-invariant code is hoisted before it), or null.
