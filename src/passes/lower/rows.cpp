@@ -25,10 +25,12 @@ namespace {
 
 // The value a kernel's transcendental epilogue is computed from, when that epilogue runs in
 // a column loop of its own: every transcendental op of the kernel reads it, it has the
-// output's shape, everything computed from it is elementwise over that shape (the
-// epilogue, the outputs among it), and the kernel loads along its columns with a step of 2
-// or more (a stride-2 depthwise conv's taps). Null otherwise, and in kernels with a concat
-// (versionByConcat's copies of the column loop).
+// output's shape or rows of more columns whose first ones the outputs are (a prefix slice
+// returned, conv-depthwise's wide stride-2 rows), everything computed from it is
+// elementwise over its shape (the epilogue), and the kernel loads along its columns with a
+// step of 2 or more (a stride-2 depthwise conv's taps). So the output at any index reads x
+// at that same index only. Null otherwise, and in kernels with a concat (versionByConcat's
+// copies of the column loop).
 //
 // LLVM vectorizes a column loop of stride-2 loads 8 lanes wide (two loads and two shuffles
 // per tap) and leaves a scalar remainder, and the epilogue's sigmoid then ran at that width:
