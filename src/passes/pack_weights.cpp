@@ -65,6 +65,15 @@ bool transpose2d(const Op* d) {
          d->attrs().getInts("perm") == std::vector<int64_t>{1, 0};
 }
 
+// The data of weight op d when the module holds it in memory and it is not a shard; else
+// null.
+const HostTensor* heldData(const Module& m, const Op* d) {
+  if (!d || d->kind() != OpKind::Weight) return nullptr;
+  const std::string& name = d->attrs().getStr("name");
+  const WeightDecl* decl = m.lookupWeight(name);
+  return decl && !decl->shard ? m.weightData(name) : nullptr;
+}
+
 // Where a matmul's B comes from when it is a packable weight held in memory: f32, or bf16 /
 // f16 widened by a cast, with or without a transpose (on either side of the cast).
 std::optional<Source> weightSource(const Module& m, const Value* b) {
@@ -79,12 +88,10 @@ std::optional<Source> weightSource(const Module& m, const Value* b) {
       d = d->operand(0)->def();
     }
   }
-  if (!d || d->kind() != OpKind::Weight) return std::nullopt;
-  const std::string& name = d->attrs().getStr("name");
-  const WeightDecl* decl = m.lookupWeight(name);
-  const HostTensor* data = m.weightData(name);
+  const HostTensor* data = heldData(m, d);
+  if (!data) return std::nullopt;
   ElemType elem = d->result(0)->type().elem();
-  if (!decl || decl->shard || !data || data->elem() != elem || data->rank() != 2 ||
+  if (data->elem() != elem || data->rank() != 2 ||
       (elem != ElemType::F32) != (s.widened != nullptr))
     return std::nullopt;
   s.weight = d;
@@ -96,13 +103,9 @@ std::optional<Source> weightSource(const Module& m, const Value* b) {
 Op* weightSourceA(const Module& m, const Value* a) {
   Op* d = a->def();
   if (d && d->kind() == OpKind::Reshape) d = d->operand(0)->def();
-  if (!d || d->kind() != OpKind::Weight) return nullptr;
-  const std::string& name = d->attrs().getStr("name");
-  const WeightDecl* decl = m.lookupWeight(name);
-  const HostTensor* data = m.weightData(name);
-  if (!decl || decl->shard || !data || data->elem() != ElemType::F32 ||
-      d->result(0)->type().elem() != ElemType::F32 || data->rank() < 2 ||
-      data->shape()[0] != a->type().dim(0).value())
+  const HostTensor* data = heldData(m, d);
+  if (!data || data->elem() != ElemType::F32 || d->result(0)->type().elem() != ElemType::F32 ||
+      data->rank() < 2 || data->shape()[0] != a->type().dim(0).value())
     return nullptr;
   return d;
 }
@@ -205,11 +208,11 @@ private:
         at.elem() != ElemType::F32 || bt.elem() != ElemType::F32 || yt.elem() != ElemType::F32)
       return false;
     auto [mr, nr] = cpuMicroTile(opts_.target, yt.elem());
-    // A depth of one K step (cpuMatmulPlans' KC, up to 1.5 KC) reads A in place as one
-    // contiguous run per block already.
-    int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(opts_.target.l1Bytes / 2) / (nr * 4));
+    // A depth of one K step reads A in place as one contiguous run per block already.
+    int64_t depth = at.dim(1).value();
     return at.dim(0).value() >= 2 * mr && yt.dim(yt.rank() - 1).value() >= nr &&
-           at.dim(1).value() > kc + kc / 2 && !convPatches(mm.operand(1));
+           cpuMatmulKStep(opts_.target, nr, bt.elem(), depth) < depth &&
+           !convPatches(mm.operand(1));
   }
 
   // Every use of `v` is the A of a packableA matmul, directly or through a reshape, each at

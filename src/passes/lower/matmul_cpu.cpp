@@ -359,19 +359,23 @@ bool matchCpuMatmul(const KernelRef& k, const TargetDesc& t) {
   return k.shape.strategy == Strategy::Matmul && t.cpu;
 }
 
+int64_t cpuMatmulKStep(const TargetDesc& t, int64_t nr, ElemType b, int64_t depth) {
+  int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(b));
+  int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(t.l1Bytes / 2) / (nr * bBytes));
+  // A depth at most half a step over KC is one K step: EfficientNet-B0's 192-deep 1x1
+  // convs took 6% longer in steps of 128 and 64 (the second pass over C for a short step).
+  return depth <= kc + kc / 2 ? depth : kc;
+}
+
 std::vector<Plan> cpuMatmulPlans(const KernelShape& s, const TargetDesc& t,
                                  const SymbolTable& syms) {
   size_t r = s.outShape.size();
   auto ub = [&](const Dim& d) { return std::min<int64_t>(upperBound(d, syms), 1 << 30); };
   auto [mr, nr] = cpuMicroTile(t, s.anchor->result(0)->type().elem());
   auto roundUp = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
-  int64_t bBytes = std::max<int64_t>(4, elemTypeBytes(s.bElem));
   int64_t aBytes = std::max<int64_t>(4, elemTypeBytes(s.aElem));
-  int64_t kc = std::max<int64_t>(16, static_cast<int64_t>(t.l1Bytes / 2) / (nr * bBytes));
   const Type& a = s.anchor->operand(0)->type();
-  // A depth at most half a step over KC is one K step: EfficientNet-B0's 192-deep 1x1
-  // convs took 6% longer in steps of 128 and 64 (the second pass over C for a short step).
-  if (int64_t depth = ub(a.dim(a.rank() - 1)); depth <= kc + kc / 2) kc = depth;
+  int64_t kc = cpuMatmulKStep(t, nr, s.bElem, ub(a.dim(a.rank() - 1)));
   int64_t mc = std::max<int64_t>(mr, static_cast<int64_t>(t.l2Bytes / 2) / (kc * aBytes));
   // Every row block packs all of B once more: up to 24 micro-tile rows (144 on AVX2) a
   // 128-token prefill's projections pack their weights once (12 packed them twice: 13%

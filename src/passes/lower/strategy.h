@@ -130,6 +130,10 @@ std::vector<Plan> gpuGemvPlans(int64_t rows, const TargetDesc& t);
 // matmul_cpu.cpp: cache blocks and a register-blocked micro-kernel.
 // The micro-kernel's MR x NR register block for a matmul with this result type.
 std::pair<int64_t, int64_t> cpuMicroTile(const TargetDesc& t, ElemType result);
+// The blocked plan's K step (KC) for a depth of `depth` over B elements of type b in
+// NR-column strips: a KC x NR slice of B in half of L1, or the whole depth when it is at
+// most half a step more.
+int64_t cpuMatmulKStep(const TargetDesc& t, int64_t nr, ElemType b, int64_t depth);
 // P when B is reshape(transpose(P, [1, 0, 2])) to [K, N] of P [N / nr, K, nr], or its
 // first N columns when P's last strip is padded, the form pack-weights gives a weight
 // (NR-column strips, each contiguous along k); else null.
